@@ -1,0 +1,172 @@
+//! `bulk`: run `f(i, &value)` for every `i` in `0..shape`, then pass the value on.
+
+use crate::domain::{Domain, LateDomain, MaybeDomain};
+use crate::env::Env;
+use crate::panic::{Panic, catch};
+use crate::receiver::Receiver;
+use crate::sender::{Sender, SenderTo};
+
+/// What one bulk iteration may return: `()`, or `Result<(), E>` to fail the whole bulk.
+pub trait BulkOutcome<E> {
+    /// The iteration's result.
+    fn into_result(self) -> Result<(), E>;
+}
+impl<E> BulkOutcome<E> for () {
+    #[inline]
+    fn into_result(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+impl<E> BulkOutcome<E> for Result<(), E> {
+    #[inline]
+    fn into_result(self) -> Result<(), E> {
+        self
+    }
+}
+
+/// A bulk iteration function. Implemented for every `Fn(usize, &V) -> O` where `O` is
+/// `()` or `Result<(), E>`.
+///
+/// Iterations get a shared reference to the value because a customized `bulk` runs
+/// them in parallel.
+pub trait BulkFn<V, E> {
+    /// Runs iteration `i`.
+    fn call(&self, i: usize, value: &V) -> Result<(), E>;
+}
+
+impl<V, E, O: BulkOutcome<E>, F: Fn(usize, &V) -> O> BulkFn<V, E> for F {
+    #[inline]
+    fn call(&self, i: usize, value: &V) -> Result<(), E> {
+        self(i, value).into_result()
+    }
+}
+
+/// The untransformed sender of `bulk(sndr, shape, f)`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct Bulk<S, F> {
+    sndr: S,
+    shape: usize,
+    f: F,
+}
+
+impl<S, F> Bulk<S, F> {
+    /// Builds the untransformed sender. Prefer [`SenderExt::bulk`](crate::SenderExt::bulk).
+    pub fn new(sndr: S, shape: usize, f: F) -> Self {
+        Bulk { sndr, shape, f }
+    }
+    /// The predecessor, the shape and the function.
+    pub fn into_parts(self) -> (S, usize, F) {
+        (self.sndr, self.shape, self.f)
+    }
+    /// The default, sequential implementation.
+    pub fn lower(self) -> BulkImpl<S, F> {
+        BulkImpl { sndr: self.sndr, shape: self.shape, f: self.f }
+    }
+}
+
+macro_rules! bulk_sender {
+    ($name:ident) => {
+        impl<S: Sender, F: BulkFn<S::Value, S::Error>> Sender for $name<S, F> {
+            type Value = S::Value;
+            type Error = S::Error;
+            const SENDS_STOPPED: bool = true;
+            type Domain = S::Domain;
+            type CompletionScheduler = S::CompletionScheduler;
+            fn completion_scheduler(&self) -> Self::CompletionScheduler {
+                self.sndr.completion_scheduler()
+            }
+        }
+    };
+}
+bulk_sender!(Bulk);
+bulk_sender!(BulkImpl);
+
+impl<S, F, R> SenderTo<R> for Bulk<S, F>
+where
+    S: Sender,
+    F: BulkFn<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+    <LateDomain<S, R::Env> as Domain>::Bulk<S, F>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<S, R::Env> as Domain>::Bulk<S, F> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<S, R::Env>>::default();
+        domain.transform_bulk(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+/// The default `bulk`: runs the iterations in order on the thread that delivered the
+/// value. The first error or panic ends the loop and is forwarded; a stop request seen
+/// between iterations completes stopped. A shape of zero forwards the value at once.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkImpl<S, F> {
+    sndr: S,
+    shape: usize,
+    f: F,
+}
+
+impl<S, F, R> SenderTo<R> for BulkImpl<S, F>
+where
+    S: SenderTo<BulkReceiver<F, R>>,
+    F: BulkFn<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(BulkReceiver { shape: self.shape, f: self.f, rcvr: receiver })
+    }
+}
+
+/// The receiver the default `bulk` connects its predecessor to.
+pub struct BulkReceiver<F, R> {
+    shape: usize,
+    f: F,
+    rcvr: R,
+}
+
+/// How many iterations run between two looks at the stop token.
+const STOP_CHECK_INTERVAL: usize = 64;
+
+impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, value: V) {
+        let BulkReceiver { shape, f, rcvr } = self;
+        let run = catch(|| {
+            let token = rcvr.env().stop_token();
+            for i in 0..shape {
+                if i % STOP_CHECK_INTERVAL == 0 && token.stop_requested() {
+                    return Ok(false);
+                }
+                f.call(i, &value)?;
+            }
+            Ok(true)
+        });
+        match run {
+            Ok(Ok(true)) => rcvr.set_value(value),
+            Ok(Ok(false)) => rcvr.set_stopped(),
+            Ok(Err(e)) => rcvr.set_error(e),
+            Err(p) => rcvr.set_panic(p),
+        }
+    }
+    fn set_error(self, error: E) {
+        self.rcvr.set_error(error)
+    }
+    fn set_stopped(self) {
+        self.rcvr.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
+
+/// Early customization entry used by [`SenderExt::bulk`](crate::SenderExt::bulk).
+pub(crate) fn bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(
+    sndr: S,
+    shape: usize,
+    f: F,
+) -> <S::Domain as MaybeDomain>::EarlyBulk<S, F> {
+    <S::Domain as MaybeDomain>::early_bulk(Bulk::new(sndr, shape, f))
+}

@@ -1,0 +1,275 @@
+//! `then`, `upon_error`, `upon_stopped`: map one completion channel with a function.
+
+use std::convert::Infallible;
+
+use crate::domain::{Domain, LateDomain, MaybeDomain};
+use crate::panic::{Panic, catch};
+use crate::receiver::Receiver;
+use crate::sender::{Sender, SenderTo};
+
+/// A function `then` can apply to a value of type `V`. Implemented for every
+/// `FnOnce(V) -> U`.
+pub trait ThenFn<V> {
+    /// The function's result, the new value.
+    type Output;
+    /// Calls the function.
+    fn call(self, value: V) -> Self::Output;
+}
+
+impl<V, U, F: FnOnce(V) -> U> ThenFn<V> for F {
+    type Output = U;
+    #[inline]
+    fn call(self, value: V) -> U {
+        self(value)
+    }
+}
+
+/// The untransformed sender of `then(sndr, f)`.
+///
+/// It is what early customization hands to a domain, and, if no domain replaced it
+/// early, what `connect` hands to the late domain. Decompose it with
+/// [`into_parts`](Then::into_parts) or lower it to the default with
+/// [`lower`](Then::lower).
+#[must_use = "senders do nothing unless connected and started"]
+pub struct Then<S, F> {
+    sndr: S,
+    f: F,
+}
+
+impl<S, F> Then<S, F> {
+    /// Builds the untransformed sender. Prefer [`SenderExt::then`](crate::SenderExt::then),
+    /// which also applies early customization.
+    pub fn new(sndr: S, f: F) -> Self {
+        Then { sndr, f }
+    }
+    /// The predecessor and the function (P2999's `[tag, data, child]`).
+    pub fn into_parts(self) -> (S, F) {
+        (self.sndr, self.f)
+    }
+    /// The default implementation of this `then`.
+    pub fn lower(self) -> ThenImpl<S, F> {
+        ThenImpl { sndr: self.sndr, f: self.f }
+    }
+}
+
+impl<S: Sender, F: ThenFn<S::Value>> Sender for Then<S, F> {
+    type Value = F::Output;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+impl<S, F, R> SenderTo<R> for Then<S, F>
+where
+    S: Sender,
+    F: ThenFn<S::Value>,
+    R: Receiver<F::Output, S::Error>,
+    <LateDomain<S, R::Env> as Domain>::Then<S, F>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<S, R::Env> as Domain>::Then<S, F> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<S, R::Env>>::default();
+        domain.transform_then(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+/// The default implementation of `then`: calls `f` with the value on the thread that
+/// delivered it. A panic in `f` completes with `set_panic`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct ThenImpl<S, F> {
+    sndr: S,
+    f: F,
+}
+
+impl<S: Sender, F: ThenFn<S::Value>> Sender for ThenImpl<S, F> {
+    type Value = F::Output;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+impl<S, F, R> SenderTo<R> for ThenImpl<S, F>
+where
+    S: SenderTo<ThenReceiver<F, R>>,
+    F: ThenFn<S::Value>,
+    R: Receiver<F::Output, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(ThenReceiver { f: self.f, rcvr: receiver })
+    }
+}
+
+/// The receiver `then` connects its predecessor to.
+pub struct ThenReceiver<F, R> {
+    f: F,
+    rcvr: R,
+}
+
+impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenReceiver<F, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, value: V) {
+        let f = self.f;
+        match catch(move || f.call(value)) {
+            Ok(u) => self.rcvr.set_value(u),
+            Err(p) => self.rcvr.set_panic(p),
+        }
+    }
+    fn set_error(self, error: E) {
+        self.rcvr.set_error(error)
+    }
+    fn set_stopped(self) {
+        self.rcvr.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
+
+/// The sender of `upon_error(sndr, f)`: an error `e` becomes the value `f(e)`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct UponError<S, F> {
+    sndr: S,
+    f: F,
+}
+
+impl<S, F> UponError<S, F> {
+    pub(crate) fn new(sndr: S, f: F) -> Self {
+        UponError { sndr, f }
+    }
+}
+
+impl<S: Sender, F: FnOnce(S::Error) -> S::Value> Sender for UponError<S, F> {
+    type Value = S::Value;
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+impl<S, F, R> SenderTo<R> for UponError<S, F>
+where
+    S: SenderTo<UponErrorReceiver<F, R>>,
+    F: FnOnce(S::Error) -> S::Value,
+    R: Receiver<S::Value, Infallible>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(UponErrorReceiver { f: self.f, rcvr: receiver })
+    }
+}
+
+/// The receiver `upon_error` connects its predecessor to.
+pub struct UponErrorReceiver<F, R> {
+    f: F,
+    rcvr: R,
+}
+
+impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for UponErrorReceiver<F, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, value: V) {
+        self.rcvr.set_value(value)
+    }
+    fn set_error(self, error: E) {
+        let f = self.f;
+        match catch(move || f(error)) {
+            Ok(v) => self.rcvr.set_value(v),
+            Err(p) => self.rcvr.set_panic(p),
+        }
+    }
+    fn set_stopped(self) {
+        self.rcvr.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
+
+/// The sender of `upon_stopped(sndr, f)`: a stop becomes the value `f()`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct UponStopped<S, F> {
+    sndr: S,
+    f: F,
+}
+
+impl<S, F> UponStopped<S, F> {
+    pub(crate) fn new(sndr: S, f: F) -> Self {
+        UponStopped { sndr, f }
+    }
+}
+
+impl<S: Sender, F: FnOnce() -> S::Value> Sender for UponStopped<S, F> {
+    type Value = S::Value;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = false;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+impl<S, F, R> SenderTo<R> for UponStopped<S, F>
+where
+    S: SenderTo<UponStoppedReceiver<F, R>>,
+    F: FnOnce() -> S::Value,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(UponStoppedReceiver { f: self.f, rcvr: receiver })
+    }
+}
+
+/// The receiver `upon_stopped` connects its predecessor to.
+pub struct UponStoppedReceiver<F, R> {
+    f: F,
+    rcvr: R,
+}
+
+impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedReceiver<F, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, value: V) {
+        self.rcvr.set_value(value)
+    }
+    fn set_error(self, error: E) {
+        self.rcvr.set_error(error)
+    }
+    fn set_stopped(self) {
+        match catch(self.f) {
+            Ok(v) => self.rcvr.set_value(v),
+            Err(p) => self.rcvr.set_panic(p),
+        }
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
+
+/// Early customization entry used by [`SenderExt::then`](crate::SenderExt::then).
+pub(crate) fn then<S: Sender, F: ThenFn<S::Value>>(
+    sndr: S,
+    f: F,
+) -> <S::Domain as MaybeDomain>::EarlyThen<S, F> {
+    <S::Domain as MaybeDomain>::early_then(Then::new(sndr, f))
+}

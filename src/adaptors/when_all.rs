@@ -1,0 +1,469 @@
+//! `when_all`: run several senders concurrently and complete when all have.
+//!
+//! Completion rules (P2300): all values, then `set_value` with the tuple of values;
+//! the first error or panic wins and requests stop on the siblings; otherwise, if any
+//! child stopped, `set_stopped` (also requesting stop on the siblings). A stop request
+//! from the receiver's environment is forwarded to every child.
+//!
+//! The operation state holds the children's operation states, their value slots, the
+//! stop source shared by the children, and the callback that forwards the parent's
+//! stop request. Children are connected when the operation starts (when its address is
+//! fixed), so each child's receiver is a pointer into the parent.
+//!
+//! | `state` | meaning | who may change it |
+//! |---|---|---|
+//! | `RUNNING` | no child failed or stopped | a child's `set_error`/`set_panic` (to `FAILED`), `set_stopped` (to `STOPPED`) |
+//! | `STOPPED` | a child stopped, none failed | a child's `set_error`/`set_panic` (to `FAILED`) |
+//! | `FAILED` | the first failure is stored in `failure` | nobody: terminal |
+//!
+//! `count` starts at the number of children; each child decrements it after writing
+//! its slot or failure (`AcqRel`), and the one that brings it to zero completes the
+//! parent.
+
+use std::cell::UnsafeCell;
+use std::marker::PhantomPinned;
+use std::pin::Pin;
+
+use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
+use crate::env::Env;
+use crate::panic::Panic;
+use crate::receiver::Receiver;
+use crate::scheduler::NoScheduler;
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::stop::{InplaceStopSource, StopCallback, StopToken};
+use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+
+/// Folds the domains of a list of children into their common domain.
+pub trait DomainFold {
+    /// The common domain; [`NoDomain`] for an empty list.
+    type Out: MaybeDomain;
+}
+impl DomainFold for () {
+    type Out = NoDomain;
+}
+impl<D: MaybeDomain + CommonDomain<T::Out>, T: DomainFold> DomainFold for (D, T) {
+    type Out = <D as CommonDomain<T::Out>>::Out;
+}
+
+/// A tuple of senders that `when_all` can run: implemented for tuples of up to eight
+/// senders that share one error type and one domain.
+pub trait SenderTuple: Sized {
+    /// The tuple of the children's values.
+    type Values;
+    /// One `Option` slot per child value.
+    type Slots;
+    /// The shared error type.
+    type Error;
+    /// Whether some child may complete stopped.
+    const SENDS_STOPPED: bool;
+    /// The children's common domain.
+    type Domain: MaybeDomain;
+    /// The number of children.
+    const LEN: usize;
+    /// Empty slots.
+    fn empty_slots() -> Self::Slots;
+    /// The values, once every slot is filled.
+    fn take_values(slots: &mut Self::Slots) -> Self::Values;
+}
+
+/// A [`SenderTuple`] whose children can all be connected to `when_all`'s receivers.
+pub trait ConnectTuple<R>: SenderTuple {
+    /// The tuple of the children's operation states.
+    type Ops;
+    /// Connects every child to a receiver pointing into `shared`.
+    ///
+    /// # Safety
+    ///
+    /// `shared` points to the pinned shared state of a started `when_all` operation,
+    /// which outlives the children's operation states.
+    unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops;
+    /// Starts every child, in order.
+    ///
+    /// # Safety
+    ///
+    /// `ops` points to the pinned operation states made by `connect_all`, not yet
+    /// started. Once the last child is started, `ops` may already be gone.
+    unsafe fn start_all(ops: *mut Self::Ops);
+}
+
+const RUNNING: u8 = 0;
+const STOPPED: u8 = 1;
+const FAILED: u8 = 2;
+
+enum Failure<E> {
+    Error(E),
+    Panic(Panic),
+}
+
+/// Forwards a stop request to a source living in a pinned operation state.
+struct ForwardStop(*const InplaceStopSource);
+// SAFETY: `InplaceStopSource` is `Sync`; the pointer is only dereferenced while the
+// callback is registered, and the operation deregisters it before it goes away.
+unsafe impl Send for ForwardStop {}
+impl ForwardStop {
+    fn call(self) {
+        // SAFETY: see the `Send` impl: the source is alive while we are registered.
+        unsafe { (*self.0).request_stop() };
+    }
+}
+
+/// The state that `when_all`'s children share.
+pub struct Shared<C: SenderTuple, R> {
+    rcvr: UnsafeCell<Option<R>>,
+    slots: UnsafeCell<C::Slots>,
+    failure: UnsafeCell<Option<Failure<C::Error>>>,
+    state: AtomicU8,
+    count: AtomicUsize,
+    source: InplaceStopSource,
+    #[allow(clippy::type_complexity)]
+    on_parent_stop: UnsafeCell<Option<StopCallback<'static, Box<dyn FnOnce() + Send>>>>,
+}
+
+impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
+    fn env(&self) -> &R::Env {
+        // SAFETY: `rcvr` is written before any child starts and taken only by `complete`,
+        // after every child has completed; children read it only before completing.
+        unsafe { (*self.rcvr.get()).as_ref() }
+            .expect("when_all: receiver used after completion")
+            .env()
+    }
+
+    /// Records that a child ended without a value. Returns nothing; the caller arrives.
+    fn fail(&self, failure: Option<Failure<C::Error>>) {
+        let target = if failure.is_some() { FAILED } else { STOPPED };
+        let mut cur = self.state.load(Ordering::Relaxed);
+        loop {
+            if cur == FAILED || (cur == STOPPED && target == STOPPED) {
+                break;
+            }
+            match self.state.compare_exchange_weak(cur, target, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    if let Some(f) = failure {
+                        // SAFETY: only the child that moved `state` to `FAILED` writes
+                        // `failure`, and the completer reads it after the last arrival
+                        // (ordered by `count`'s `AcqRel`).
+                        unsafe { *self.failure.get() = Some(f) };
+                    }
+                    break;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+        self.source.request_stop();
+    }
+
+    /// A child has finished. The last one completes the parent.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live shared state; each child arrives exactly once.
+    unsafe fn arrive(this: *const Self) {
+        // SAFETY: the caller guarantees `this` is alive until the last arrival.
+        let last = unsafe { (*this).count.fetch_sub(1, Ordering::AcqRel) } == 1;
+        if last {
+            // SAFETY: every child has arrived, so we have exclusive access.
+            unsafe { Self::complete(this) };
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Every child has completed; called once.
+    unsafe fn complete(this: *const Self) {
+        // SAFETY: exclusive access (all children done); we read what they wrote before
+        // their `AcqRel` decrements.
+        unsafe {
+            let s = &*this;
+            // Deregister first: this waits for a forwarder running on another thread.
+            *s.on_parent_stop.get() = None;
+            let rcvr = (*s.rcvr.get()).take().expect("when_all completes once");
+            match s.state.load(Ordering::Relaxed) {
+                RUNNING => {
+                    let values = C::take_values(&mut *s.slots.get());
+                    rcvr.set_value(values)
+                }
+                STOPPED => rcvr.set_stopped(),
+                _ => match (*s.failure.get()).take() {
+                    Some(Failure::Error(e)) => rcvr.set_error(e),
+                    Some(Failure::Panic(p)) => rcvr.set_panic(p),
+                    None => unreachable!("when_all: failed without a failure"),
+                },
+            }
+        }
+    }
+}
+
+/// The receiver of `when_all`'s child with value type `V`. It is also the child's
+/// environment: the parent's, with the children's shared stop token.
+pub struct WhenAllReceiver<V, C: SenderTuple, R> {
+    shared: *const Shared<C, R>,
+    slot: *mut Option<V>,
+}
+
+// SAFETY: a child may complete on another thread: it moves a `V` (and possibly the
+// final values and error) across, and may run the parent receiver there; the env it
+// reads is shared between children, hence `Sync`.
+unsafe impl<V: Send, C: SenderTuple, R> Send for WhenAllReceiver<V, C, R>
+where
+    C::Values: Send,
+    C::Error: Send,
+    R: Receiver<C::Values, C::Error> + Send,
+    R::Env: Sync,
+{
+}
+
+impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> WhenAllReceiver<V, C, R> {
+    fn shared(&self) -> &Shared<C, R> {
+        // SAFETY: the shared state outlives the child's receiver (it completes only after
+        // every child has).
+        unsafe { &*self.shared }
+    }
+}
+
+impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Env for WhenAllReceiver<V, C, R> {
+    type Scheduler = <R::Env as Env>::Scheduler;
+    type Domain = <R::Env as Env>::Domain;
+    fn scheduler(&self) -> Self::Scheduler {
+        self.shared().env().scheduler()
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.shared().source.token()
+    }
+    fn prop(&self, key: std::any::TypeId) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.shared().env().prop(key)
+    }
+}
+
+impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Receiver<V, C::Error> for WhenAllReceiver<V, C, R> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        // SAFETY: `slot` is this child's own slot in the live shared state.
+        unsafe {
+            *self.slot = Some(value);
+            Shared::arrive(self.shared);
+        }
+    }
+    fn set_error(self, error: C::Error) {
+        self.shared().fail(Some(Failure::Error(error)));
+        // SAFETY: the shared state is alive until the last arrival, which may be this.
+        unsafe { Shared::arrive(self.shared) };
+    }
+    fn set_stopped(self) {
+        self.shared().fail(None);
+        // SAFETY: as in `set_error`.
+        unsafe { Shared::arrive(self.shared) };
+    }
+    fn set_panic(self, panic: Panic) {
+        self.shared().fail(Some(Failure::Panic(panic)));
+        // SAFETY: as in `set_error`.
+        unsafe { Shared::arrive(self.shared) };
+    }
+}
+
+macro_rules! nest {
+    () => { () };
+    ($head:ty $(, $rest:ty)*) => { ($head, nest!($($rest),*)) };
+}
+
+macro_rules! tuple_impls {
+    ($len:expr; $S0:ident $i0:tt $(, $S:ident $i:tt)*) => {
+        impl<$S0: Sender $(, $S: Sender<Error = $S0::Error>)*> SenderTuple for ($S0, $($S,)*)
+        where
+            nest!($S0::Domain $(, $S::Domain)*): DomainFold,
+        {
+            type Values = ($S0::Value, $($S::Value,)*);
+            type Slots = (Option<$S0::Value>, $(Option<$S::Value>,)*);
+            type Error = $S0::Error;
+            const SENDS_STOPPED: bool = $S0::SENDS_STOPPED $(|| $S::SENDS_STOPPED)*;
+            type Domain = <nest!($S0::Domain $(, $S::Domain)*) as DomainFold>::Out;
+            const LEN: usize = $len;
+            fn empty_slots() -> Self::Slots {
+                (None, $(tuple_impls!(@none $S),)*)
+            }
+            fn take_values(slots: &mut Self::Slots) -> Self::Values {
+                (
+                    slots.$i0.take().expect("when_all: missing value"),
+                    $(slots.$i.take().expect("when_all: missing value"),)*
+                )
+            }
+        }
+
+        impl<R, $S0 $(, $S)*> ConnectTuple<R> for ($S0, $($S,)*)
+        where
+            nest!(<$S0 as Sender>::Domain $(, <$S as Sender>::Domain)*): DomainFold,
+            R: Receiver<<Self as SenderTuple>::Values, <Self as SenderTuple>::Error>,
+            $S0: Sender + SenderTo<WhenAllReceiver<<$S0 as Sender>::Value, Self, R>>,
+            $($S: Sender<Error = <$S0 as Sender>::Error> + SenderTo<WhenAllReceiver<<$S as Sender>::Value, Self, R>>,)*
+        {
+            type Ops = ($S0::Operation, $($S::Operation,)*);
+            unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
+                // SAFETY: the caller guarantees `shared` is alive; we only compute the
+                // addresses of the slots inside it.
+                let slots: *mut Self::Slots = unsafe { (*shared).slots.get() };
+                (
+                    self.$i0.connect(WhenAllReceiver { shared, slot: unsafe { &raw mut (*slots).$i0 } }),
+                    $(self.$i.connect(WhenAllReceiver { shared, slot: unsafe { &raw mut (*slots).$i } }),)*
+                )
+            }
+            unsafe fn start_all(ops: *mut Self::Ops) {
+                // SAFETY: the caller guarantees the operations are pinned and unstarted;
+                // no child can complete the parent before the last one is started, so
+                // `ops` is alive for every start but possibly not after the last.
+                unsafe {
+                    Pin::new_unchecked(&mut (*ops).$i0).start();
+                    $(Pin::new_unchecked(&mut (*ops).$i).start();)*
+                }
+            }
+        }
+    };
+    (@none $S:ident) => { None };
+}
+
+tuple_impls!(1; S0 0);
+tuple_impls!(2; S0 0, S1 1);
+tuple_impls!(3; S0 0, S1 1, S2 2);
+tuple_impls!(4; S0 0, S1 1, S2 2, S3 3);
+tuple_impls!(5; S0 0, S1 1, S2 2, S3 3, S4 4);
+tuple_impls!(6; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5);
+tuple_impls!(7; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6);
+tuple_impls!(8; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7);
+
+/// The untransformed sender of [`when_all`].
+#[must_use = "senders do nothing unless connected and started"]
+pub struct WhenAll<C> {
+    children: C,
+}
+
+impl<C> WhenAll<C> {
+    /// Builds the untransformed sender. Prefer [`when_all`], which also applies early
+    /// customization.
+    pub fn new(children: C) -> Self {
+        WhenAll { children }
+    }
+    /// The children.
+    pub fn into_parts(self) -> C {
+        self.children
+    }
+    /// The default implementation.
+    pub fn lower(self) -> WhenAllImpl<C> {
+        WhenAllImpl { children: self.children }
+    }
+}
+
+/// The default implementation of `when_all`: children are started one after the other
+/// on the starting thread and run wherever they take themselves.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct WhenAllImpl<C> {
+    children: C,
+}
+
+macro_rules! when_all_sender {
+    ($name:ident) => {
+        impl<C: SenderTuple> Sender for $name<C> {
+            type Value = C::Values;
+            type Error = C::Error;
+            const SENDS_STOPPED: bool = C::SENDS_STOPPED;
+            type Domain = C::Domain;
+            type CompletionScheduler = NoScheduler;
+            fn completion_scheduler(&self) -> NoScheduler {
+                NoScheduler
+            }
+        }
+    };
+}
+when_all_sender!(WhenAll);
+when_all_sender!(WhenAllImpl);
+
+impl<C, R> SenderTo<R> for WhenAll<C>
+where
+    C: SenderTuple,
+    R: Receiver<C::Values, C::Error>,
+    <LateDomain<Self, R::Env> as Domain>::WhenAll<C>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<Self, R::Env> as Domain>::WhenAll<C> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<Self, R::Env>>::default();
+        domain.transform_when_all(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> SenderTo<R> for WhenAllImpl<C> {
+    type Operation = WhenAllOp<C, R>;
+    fn connect(self, receiver: R) -> WhenAllOp<C, R> {
+        WhenAllOp {
+            shared: Shared {
+                rcvr: UnsafeCell::new(Some(receiver)),
+                slots: UnsafeCell::new(C::empty_slots()),
+                failure: UnsafeCell::new(None),
+                state: AtomicU8::new(RUNNING),
+                count: AtomicUsize::new(C::LEN),
+                source: InplaceStopSource::new(),
+                on_parent_stop: UnsafeCell::new(None),
+            },
+            children: Some(self.children),
+            ops: None,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The operation state of the default `when_all`.
+pub struct WhenAllOp<C: ConnectTuple<R>, R> {
+    shared: Shared<C, R>,
+    children: Option<C>,
+    ops: Option<C::Ops>,
+    _pin: PhantomPinned,
+}
+
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> OperationState for WhenAllOp<C, R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: we never move the pinned fields: `shared` and `ops` stay in place and
+        // are only addressed; `children` is moved out (not structurally pinned).
+        let this = unsafe { self.get_unchecked_mut() };
+        let Some(children) = this.children.take() else { return };
+        let shared: *const Shared<C, R> = &this.shared;
+        let token = this.shared.env().stop_token();
+        if token.stop_possible() {
+            let source: *const InplaceStopSource = &this.shared.source;
+            let forward = ForwardStop(source);
+            // SAFETY: the receiver's env outlives this operation's completion, and the
+            // callback is dropped in `complete` before the receiver is completed.
+            let token = unsafe { token.detach() };
+            let cb: Box<dyn FnOnce() + Send> = Box::new(move || forward.call());
+            // SAFETY: no child runs yet, so we have exclusive access to the slot; the
+            // callback is pinned in place inside the pinned operation.
+            unsafe {
+                let slot = &mut *this.shared.on_parent_stop.get();
+                *slot = Some(StopCallback::new(token, cb));
+                Pin::new_unchecked(slot.as_mut().expect("just set")).register();
+            }
+        }
+        // SAFETY: `shared` is pinned inside this started operation, which outlives the
+        // children's operations.
+        let ops = unsafe { children.connect_all(shared) };
+        let ops = this.ops.insert(ops);
+        // SAFETY: `ops` is pinned in place and unstarted.
+        unsafe { C::start_all(ops) };
+    }
+}
+
+/// Runs every sender of the tuple `children` concurrently; completes with the tuple of
+/// their values. Customizable by domains. Children must share their error type and
+/// their domain (a child with no known domain fits any).
+///
+/// ```
+/// use senders::{just, sync_wait, when_all};
+/// assert_eq!(sync_wait(when_all((just(1), just("a")))).unwrap(), Some((1, "a")));
+/// ```
+pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
+    <C::Domain as MaybeDomain>::early_when_all(WhenAll::new(children))
+}
+
+/// `when_all_with_variant`: since every sender here has exactly one value type,
+/// `into_variant` is the identity and this is [`when_all`].
+pub fn when_all_with_variant<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
+    when_all(children)
+}

@@ -1,0 +1,2 @@
+//! Sender consumers.
+pub(crate) mod sync_wait;

@@ -1,0 +1,138 @@
+//! `sync_wait`: the blocking consumer, and the root that makes borrowing safe.
+
+use std::cell::UnsafeCell;
+use std::pin::pin;
+
+use crate::domain::{EarlyDomain, NoDomain, apply_sync_wait};
+use crate::env::Env;
+use crate::panic::Panic;
+use crate::receiver::Receiver;
+use crate::schedulers::run_loop::{AbortOnUnwind, RunLoop, RunLoopScheduler};
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::stop::StopToken;
+
+/// Starts `sndr` and blocks the calling thread until it completes, running work
+/// scheduled on the calling thread's [`RunLoop`] meanwhile.
+///
+/// | completion | result |
+/// |---|---|
+/// | value `v` | `Ok(Some(v))` |
+/// | stopped | `Ok(None)` |
+/// | error `e` | `Err(e)` |
+/// | panic in user code | the panic resumes on this thread |
+///
+/// Because it does not return before the operation completes, the sender may borrow
+/// from the caller's stack, even when its work runs on other threads.
+///
+/// The call goes through `apply_sender` of the sender's domain (P2999), so a domain
+/// can replace how it waits.
+///
+/// ```
+/// use senders::{just, sync_wait, SenderExt};
+/// let data = vec![1, 2, 3];
+/// let sum = sync_wait(just(()).then(|()| data.iter().sum::<i32>()));
+/// assert_eq!(sum.unwrap(), Some(6));
+/// ```
+pub fn sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+where
+    S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    apply_sync_wait(EarlyDomain::<S>::default(), sndr)
+}
+
+/// The environment `sync_wait` gives its sender: the run loop as scheduler, no stop.
+pub struct SyncWaitEnv {
+    sch: RunLoopScheduler,
+}
+
+impl Env for SyncWaitEnv {
+    type Scheduler = RunLoopScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> RunLoopScheduler {
+        self.sch.clone()
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        StopToken::never()
+    }
+}
+
+enum Outcome<V, E> {
+    Value(V),
+    Error(E),
+    Stopped,
+    Panic(Panic),
+}
+
+struct State<V, E> {
+    env: SyncWaitEnv,
+    outcome: UnsafeCell<Option<Outcome<V, E>>>,
+}
+
+/// The receiver `sync_wait` connects its sender to.
+pub struct SyncWaitReceiver<V, E> {
+    state: *const State<V, E>,
+    sch: RunLoopScheduler,
+}
+
+// SAFETY: the receiver writes the outcome (a `V` or `E`, both `Send`) into state owned by
+// the waiting thread, which reads it only after `finish` (mutex release/acquire); the
+// env it hands out is `Sync`.
+unsafe impl<V: Send, E: Send> Send for SyncWaitReceiver<V, E> {}
+
+impl<V, E> SyncWaitReceiver<V, E> {
+    fn complete(self, outcome: Outcome<V, E>) {
+        // SAFETY: the state lives on the waiting thread's stack until `finish` below lets
+        // `run` return; this receiver is the only writer, and completes once.
+        unsafe { *(*self.state).outcome.get() = Some(outcome) };
+        // `self.sch` is our own handle on the loop: after `finish`, the state may be gone.
+        self.sch.finish();
+    }
+}
+
+impl<V, E> Receiver<V, E> for SyncWaitReceiver<V, E> {
+    type Env = SyncWaitEnv;
+    fn env(&self) -> &SyncWaitEnv {
+        // SAFETY: the state outlives every receiver borrow: it is freed only after the
+        // completion, which consumes the receiver.
+        unsafe { &(*self.state).env }
+    }
+    fn set_value(self, value: V) {
+        self.complete(Outcome::Value(value))
+    }
+    fn set_error(self, error: E) {
+        self.complete(Outcome::Error(error))
+    }
+    fn set_stopped(self) {
+        self.complete(Outcome::Stopped)
+    }
+    fn set_panic(self, panic: Panic) {
+        self.complete(Outcome::Panic(panic))
+    }
+}
+
+/// The default `sync_wait` of [`DefaultDomain`](crate::DefaultDomain).
+pub(crate) fn run_sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+where
+    S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    let run_loop = RunLoop::new();
+    let state = State { env: SyncWaitEnv { sch: run_loop.scheduler() }, outcome: UnsafeCell::new(None) };
+    let rcvr = SyncWaitReceiver { state: &state, sch: run_loop.scheduler() };
+    let mut op = pin!(sndr.connect(rcvr));
+    let guard = AbortOnUnwind("an operation's start unwound inside sync_wait");
+    // SAFETY: `op` is pinned on this stack frame, started once, and not dropped before
+    // the completion: `run` returns only after the receiver called `finish`, and the
+    // abort guards turn any unwind in between into an abort instead of a drop.
+    unsafe { op.as_mut().start() };
+    run_loop.run();
+    std::mem::forget(guard);
+    // SAFETY: the receiver wrote the outcome before `finish`; `run` returned after it.
+    let outcome = unsafe { (*state.outcome.get()).take() };
+    match outcome {
+        Some(Outcome::Value(v)) => Ok(Some(v)),
+        Some(Outcome::Error(e)) => Err(e),
+        Some(Outcome::Stopped) => Ok(None),
+        Some(Outcome::Panic(p)) => p.resume(),
+        None => unreachable!("sync_wait: run loop finished without a completion"),
+    }
+}

@@ -1,0 +1,238 @@
+//! Domains (P2999): how an execution resource customizes sender algorithms.
+//!
+//! Rust has no specialization, so customization is a closed set of hooks on the
+//! [`Domain`] trait, one per customizable algorithm. Each transform hook names the
+//! sender it produces through an associated type, so dispatch stays static.
+//!
+//! | hook | algorithm | kind |
+//! |---|---|---|
+//! | [`Domain::transform_then`] | [`then`](crate::SenderExt::then) | `transform_sender` |
+//! | [`Domain::transform_bulk`] | [`bulk`](crate::SenderExt::bulk) | `transform_sender` |
+//! | [`Domain::transform_when_all`] | [`when_all`](crate::when_all) | `transform_sender` |
+//! | [`Domain::apply_sync_wait`] | [`sync_wait`](crate::sync_wait) | `apply_sender` |
+//!
+//! **Early** customization happens when an algorithm builds its sender: if the
+//! predecessor has a known domain, that domain's hook replaces the default sender.
+//! **Late** customization happens at `connect`: a still-untransformed sender asks the
+//! domain found, in order, from the predecessor, the receiver's env domain, the domain
+//! of the receiver's env scheduler, and finally [`DefaultDomain`] (P2999 §2.4 item 4).
+//!
+//! Transformation terminates by construction: a hook's result is connected directly,
+//! never transformed again. [`DefaultDomain`]'s hooks lower to the default
+//! implementations (`ThenImpl`, …), which are not customizable. A domain whose hook
+//! returned the untransformed sender itself would make the types cyclic, which is a
+//! compile error rather than an endless loop.
+
+use crate::adaptors::bulk::{Bulk, BulkFn};
+use crate::adaptors::then::{Then, ThenFn};
+use crate::adaptors::when_all::{SenderTuple, WhenAll};
+use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
+use crate::env::{EmptyEnv, Env};
+use crate::scheduler::MaybeScheduler;
+use crate::sender::{Sender, SenderTo};
+
+/// An execution domain: a tag type that selects implementations of the customizable
+/// algorithms.
+///
+/// A domain that customizes only one algorithm still names the default for the others;
+/// the [`default_transforms!`](crate::default_transforms) macro writes those items.
+pub trait Domain: Copy + Default + Send + Sync + 'static {
+    /// The sender `transform_then` produces.
+    type Then<S: Sender, F: ThenFn<S::Value>>: Sender<Value = F::Output, Error = S::Error>;
+    /// Transforms a `then` sender; `env` is `None` for early, `Some` for late
+    /// customization.
+    fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
+        self,
+        sndr: Then<S, F>,
+        env: Option<&E>,
+    ) -> Self::Then<S, F>;
+
+    /// The sender `transform_bulk` produces.
+    type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
+    /// Transforms a `bulk` sender; `env` is `None` for early, `Some` for late.
+    fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
+        self,
+        sndr: Bulk<S, F>,
+        env: Option<&E>,
+    ) -> Self::Bulk<S, F>;
+
+    /// The sender `transform_when_all` produces.
+    type WhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
+    /// Transforms a `when_all` sender; `env` is `None` for early, `Some` for late.
+    fn transform_when_all<C: SenderTuple, E: Env>(
+        self,
+        sndr: WhenAll<C>,
+        env: Option<&E>,
+    ) -> Self::WhenAll<C>;
+
+    /// `apply_sender(domain, sync_wait, sndr)`: blocks until `sndr` completes. The
+    /// default drives a [`RunLoop`](crate::RunLoop) on the calling thread.
+    fn apply_sync_wait<S>(self, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+    where
+        S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+    {
+        run_sync_wait(sndr)
+    }
+}
+
+/// Writes the default (non-customized) transform hooks of a [`Domain`] impl.
+///
+/// ```
+/// use senders::{Domain, default_transforms};
+/// #[derive(Clone, Copy, Default)]
+/// struct Traced;
+/// impl Domain for Traced {
+///     default_transforms!(then, bulk, when_all);
+/// }
+/// ```
+#[macro_export]
+macro_rules! default_transforms {
+    ($($algo:ident),* $(,)?) => { $( $crate::default_transforms!(@one $algo); )* };
+    (@one then) => {
+        type Then<S: $crate::Sender, F: $crate::ThenFn<S::Value>> = $crate::ThenImpl<S, F>;
+        fn transform_then<S: $crate::Sender, F: $crate::ThenFn<S::Value>, E: $crate::Env>(
+            self,
+            sndr: $crate::Then<S, F>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::ThenImpl<S, F> {
+            sndr.lower()
+        }
+    };
+    (@one bulk) => {
+        type Bulk<S: $crate::Sender, F: $crate::BulkFn<S::Value, S::Error>> = $crate::BulkImpl<S, F>;
+        fn transform_bulk<S: $crate::Sender, F: $crate::BulkFn<S::Value, S::Error>, E: $crate::Env>(
+            self,
+            sndr: $crate::Bulk<S, F>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::BulkImpl<S, F> {
+            sndr.lower()
+        }
+    };
+    (@one when_all) => {
+        type WhenAll<C: $crate::SenderTuple> = $crate::WhenAllImpl<C>;
+        fn transform_when_all<C: $crate::SenderTuple, E: $crate::Env>(
+            self,
+            sndr: $crate::WhenAll<C>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::WhenAllImpl<C> {
+            sndr.lower()
+        }
+    };
+}
+
+/// The domain used when no other is known: every algorithm gets its standard lowering.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DefaultDomain;
+
+impl Domain for DefaultDomain {
+    default_transforms!(then, bulk, when_all);
+}
+
+/// The absence of a known domain. It resolves to [`DefaultDomain`], but unlike it,
+/// leaves room for late customization from the receiver's environment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoDomain;
+
+/// Either a [`Domain`] or [`NoDomain`]: the type-level optional used by sender
+/// attributes and environments. Its early hooks implement early customization.
+pub trait MaybeDomain: Copy + Default + Send + Sync + 'static {
+    /// `Self` if it is a domain, otherwise `D`.
+    type Or<D: MaybeDomain>: MaybeDomain;
+    /// `Self` if it is a domain, otherwise [`DefaultDomain`].
+    type Resolved: Domain;
+
+    /// The sender an early-customized `then` becomes.
+    type EarlyThen<S: Sender, F: ThenFn<S::Value>>: Sender<Value = F::Output, Error = S::Error>;
+    /// Early customization of `then`.
+    fn early_then<S: Sender, F: ThenFn<S::Value>>(sndr: Then<S, F>) -> Self::EarlyThen<S, F>;
+
+    /// The sender an early-customized `bulk` becomes.
+    type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
+    /// Early customization of `bulk`.
+    fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> Self::EarlyBulk<S, F>;
+
+    /// The sender an early-customized `when_all` becomes.
+    type EarlyWhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
+    /// Early customization of `when_all`.
+    fn early_when_all<C: SenderTuple>(sndr: WhenAll<C>) -> Self::EarlyWhenAll<C>;
+}
+
+impl MaybeDomain for NoDomain {
+    type Or<D: MaybeDomain> = D;
+    type Resolved = DefaultDomain;
+
+    type EarlyThen<S: Sender, F: ThenFn<S::Value>> = Then<S, F>;
+    fn early_then<S: Sender, F: ThenFn<S::Value>>(sndr: Then<S, F>) -> Then<S, F> {
+        sndr
+    }
+    type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>> = Bulk<S, F>;
+    fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> Bulk<S, F> {
+        sndr
+    }
+    type EarlyWhenAll<C: SenderTuple> = WhenAll<C>;
+    fn early_when_all<C: SenderTuple>(sndr: WhenAll<C>) -> WhenAll<C> {
+        sndr
+    }
+}
+
+impl<D: Domain> MaybeDomain for D {
+    type Or<X: MaybeDomain> = D;
+    type Resolved = D;
+
+    type EarlyThen<S: Sender, F: ThenFn<S::Value>> = D::Then<S, F>;
+    fn early_then<S: Sender, F: ThenFn<S::Value>>(sndr: Then<S, F>) -> D::Then<S, F> {
+        D::default().transform_then::<S, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>> = D::Bulk<S, F>;
+    fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> D::Bulk<S, F> {
+        D::default().transform_bulk::<S, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyWhenAll<C: SenderTuple> = D::WhenAll<C>;
+    fn early_when_all<C: SenderTuple>(sndr: WhenAll<C>) -> D::WhenAll<C> {
+        D::default().transform_when_all::<C, EmptyEnv>(sndr, None)
+    }
+}
+
+/// The common domain of two senders: equal domains, or a known one and an unknown one.
+/// Two different known domains have no common domain, so `when_all` of them does not
+/// compile.
+pub trait CommonDomain<B: MaybeDomain>: MaybeDomain {
+    /// The common domain.
+    type Out: MaybeDomain;
+}
+impl<B: MaybeDomain> CommonDomain<B> for NoDomain {
+    type Out = B;
+}
+impl<D: Domain> CommonDomain<NoDomain> for D {
+    type Out = D;
+}
+impl<D: Domain> CommonDomain<D> for D {
+    type Out = D;
+}
+
+/// The domain early customization uses for `S`: its own, or [`DefaultDomain`].
+pub type EarlyDomain<S> = <<S as Sender>::Domain as MaybeDomain>::Resolved;
+
+/// The domain late customization uses for `S` connected in environment `E`
+/// (P2999 §2.4 item 4).
+pub type LateDomain<S, E> = <<<<S as Sender>::Domain as MaybeDomain>::Or<<E as Env>::Domain> as MaybeDomain>::Or<
+    <<E as Env>::Scheduler as MaybeScheduler>::Domain,
+> as MaybeDomain>::Resolved;
+
+/// `transform_env(domain, sndr, env)`: the environment a sender's children see.
+///
+/// The default transformation is the identity; algorithms that change their children's
+/// environment (`starts_on`, `let_value`, `when_all`, `write_env`) do it in their own
+/// receivers, so a generic recursive transformation sees the right scheduler and domain
+/// by connecting through them.
+pub fn transform_env<'e, D: Domain, S: Sender, E: Env>(_domain: D, _sndr: &S, env: &'e E) -> &'e E {
+    env
+}
+
+/// `apply_sender(domain, sync_wait, sndr)`.
+pub fn apply_sync_wait<D: Domain, S>(domain: D, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+where
+    S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    domain.apply_sync_wait(sndr)
+}

@@ -1,0 +1,122 @@
+//! Environments and queries.
+//!
+//! An environment answers the standard queries through typed accessors, resolved at
+//! compile time, and an open set of user queries keyed by type.
+//!
+//! | P2300 query | here | static? |
+//! |---|---|---|
+//! | `get_scheduler` | [`Env::scheduler`] / [`GetScheduler`] | yes: [`Env::Scheduler`] ([`NoScheduler`] if none) |
+//! | `get_domain` | [`Env::Domain`] / [`GetDomain`] | yes ([`NoDomain`] if none) |
+//! | `get_stop_token` | [`Env::stop_token`] | the type is always [`StopToken`]; a never-stop token is a value |
+//! | user queries | [`Query`] keys, [`EnvExt::get`], [`prop`](crate::prop) | looked up by `TypeId` |
+//!
+//! The allocator query is deliberately absent: operation states are stored inline by
+//! their parents and the crate allocates only where a paper's algorithm must (spawn).
+
+use std::any::{Any, TypeId};
+
+use crate::domain::{MaybeDomain, NoDomain};
+use crate::scheduler::{MaybeScheduler, NoScheduler};
+use crate::stop::StopToken;
+
+/// An environment: the answers a receiver gives to queries from the operation it is
+/// connected to.
+pub trait Env {
+    /// The current scheduler (`get_scheduler`), or [`NoScheduler`].
+    type Scheduler: MaybeScheduler;
+    /// The current domain (`get_domain`), or [`NoDomain`].
+    type Domain: MaybeDomain;
+
+    /// The current scheduler.
+    fn scheduler(&self) -> Self::Scheduler;
+
+    /// The stop token the operation should observe. It borrows the environment, so it
+    /// cannot be kept beyond the operation.
+    fn stop_token(&self) -> StopToken<'_>;
+
+    /// Looks up a user query by the `TypeId` of its [`Query`] key. Use [`EnvExt::get`].
+    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        let _ = key;
+        None
+    }
+}
+
+/// The key of a user-defined query.
+///
+/// ```
+/// use senders::{Query, prop, read_env, sync_wait, SenderExt};
+/// struct Tenant;
+/// impl Query for Tenant { type Value = &'static str; }
+/// let v = sync_wait(read_env(Tenant).write_env(prop::<Tenant>("acme")));
+/// assert_eq!(v.unwrap(), Some(Some("acme")));
+/// ```
+pub trait Query: 'static {
+    /// The type of the query's answer.
+    type Value: Clone + Send + Sync + 'static;
+}
+
+/// Typed access to user queries.
+pub trait EnvExt: Env {
+    /// The answer to the user query `Q`, if any layer of the environment provides it.
+    fn get<Q: Query>(&self) -> Option<&Q::Value> {
+        self.prop(TypeId::of::<Q>())
+            .and_then(|v| v.downcast_ref::<Q::Value>())
+    }
+}
+impl<E: Env + ?Sized> EnvExt for E {}
+
+/// The environment with no scheduler, no domain, a never-stop token and no user
+/// queries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmptyEnv;
+
+impl Env for EmptyEnv {
+    type Scheduler = NoScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        StopToken::never()
+    }
+}
+
+/// The `get_scheduler` query, for [`read_env`](crate::read_env).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GetScheduler;
+
+/// The `get_domain` query, for [`read_env`](crate::read_env).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GetDomain;
+
+/// A query that [`read_env`](crate::read_env) can answer from an environment `E`.
+pub trait EnvQuery<E: Env + ?Sized> {
+    /// The answer's type.
+    type Output;
+    /// Asks `env`.
+    fn ask(&self, env: &E) -> Self::Output;
+}
+
+impl<E: Env + ?Sized> EnvQuery<E> for GetScheduler
+where
+    E::Scheduler: crate::Scheduler,
+{
+    type Output = E::Scheduler;
+    fn ask(&self, env: &E) -> E::Scheduler {
+        env.scheduler()
+    }
+}
+
+impl<E: Env + ?Sized> EnvQuery<E> for GetDomain {
+    type Output = <E::Domain as MaybeDomain>::Resolved;
+    fn ask(&self, _env: &E) -> Self::Output {
+        Default::default()
+    }
+}
+
+impl<E: Env + ?Sized, Q: Query> EnvQuery<E> for Q {
+    type Output = Option<Q::Value>;
+    fn ask(&self, env: &E) -> Option<Q::Value> {
+        env.get::<Q>().cloned()
+    }
+}

@@ -1,0 +1,3 @@
+//! Sender factories.
+pub(crate) mod just;
+pub(crate) mod read_env;

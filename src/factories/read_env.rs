@@ -1,0 +1,81 @@
+//! `read_env`: a sender that completes with the answer to a query of its receiver's
+//! environment.
+
+use std::convert::Infallible;
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+
+use crate::domain::NoDomain;
+use crate::env::EnvQuery;
+use crate::receiver::Receiver;
+use crate::scheduler::NoScheduler;
+use crate::sender::{OperationState, Sender, SenderTo};
+
+/// The sender of [`read_env`]. `T` is the answer's type, fixed when the sender is
+/// connected.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct ReadEnv<Q, T> {
+    query: Q,
+    _out: PhantomData<fn() -> T>,
+}
+
+/// A sender that completes inline with the answer to `query` from the environment of
+/// the receiver it is connected to.
+///
+/// `query` is [`GetScheduler`](crate::GetScheduler), [`GetDomain`](crate::GetDomain)
+/// or a user [`Query`](crate::Query) key (whose answer is an `Option`). The stop token
+/// cannot be read this way: it borrows the operation, so it is not a value that can
+/// travel on to a continuation.
+///
+/// ```
+/// use senders::{read_env, sync_wait, GetScheduler, RunLoopScheduler, SenderExt};
+/// let on_loop = sync_wait(read_env(GetScheduler).then(|s: RunLoopScheduler| s.is_current()));
+/// assert_eq!(on_loop.unwrap(), Some(true));
+/// ```
+pub fn read_env<Q, T>(query: Q) -> ReadEnv<Q, T> {
+    ReadEnv { query, _out: PhantomData }
+}
+
+impl<Q, T> Sender for ReadEnv<Q, T> {
+    type Value = T;
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = false;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<Q, T, R> SenderTo<R> for ReadEnv<Q, T>
+where
+    R: Receiver<T, Infallible>,
+    Q: EnvQuery<<R as Receiver<T, Infallible>>::Env, Output = T>,
+{
+    type Operation = ReadEnvOp<Q, T, R>;
+    fn connect(self, receiver: R) -> Self::Operation {
+        ReadEnvOp { inner: Some((self.query, receiver)), _out: PhantomData, _pin: PhantomPinned }
+    }
+}
+
+/// The operation state of [`read_env`].
+pub struct ReadEnvOp<Q, T, R> {
+    inner: Option<(Q, R)>,
+    _out: PhantomData<fn() -> T>,
+    _pin: PhantomPinned,
+}
+
+impl<Q, T, R> OperationState for ReadEnvOp<Q, T, R>
+where
+    R: Receiver<T, Infallible>,
+    Q: EnvQuery<<R as Receiver<T, Infallible>>::Env, Output = T>,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `inner` is not structurally pinned: it is moved out, never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some((query, rcvr)) = this.inner.take() {
+            let answer = query.ask(rcvr.env());
+            rcvr.set_value(answer);
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Panics in user code, carried as a completion.
+//!
+//! Rust closures may always panic; there is no `noexcept`. Every adaptor that calls
+//! user code catches the unwind and delivers it on the receiver's fourth channel,
+//! [`Receiver::set_panic`](crate::Receiver::set_panic). Consumers decide what to do
+//! with it: [`sync_wait`](crate::sync_wait) resumes the unwind on the waiting thread.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+/// The payload of a panic caught in user code.
+///
+/// It travels through the completion graph on the panic channel until a consumer
+/// re-raises it with [`Panic::resume`] (as `sync_wait` does) or stores it.
+pub struct Panic(Box<dyn Any + Send + 'static>);
+
+impl Panic {
+    /// Wraps a payload as returned by [`std::panic::catch_unwind`].
+    pub fn new(payload: Box<dyn Any + Send + 'static>) -> Self {
+        Panic(payload)
+    }
+
+    /// Continues unwinding with the original payload on the current thread.
+    pub fn resume(self) -> ! {
+        resume_unwind(self.0)
+    }
+
+    /// The panic message, when the payload is a string (as `panic!("...")` makes it).
+    pub fn message(&self) -> Option<&str> {
+        if let Some(s) = self.0.downcast_ref::<&'static str>() {
+            Some(s)
+        } else {
+            self.0.downcast_ref::<String>().map(String::as_str)
+        }
+    }
+
+    /// The raw payload.
+    pub fn into_payload(self) -> Box<dyn Any + Send + 'static> {
+        self.0
+    }
+}
+
+impl fmt::Debug for Panic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.message() {
+            Some(m) => write!(f, "Panic({m:?})"),
+            None => f.write_str("Panic(<non-string payload>)"),
+        }
+    }
+}
+
+/// Runs user code, turning an unwind into `Err(Panic)`.
+///
+/// Unwind safety is asserted: the caller hands the closure's captures to nobody else
+/// after a panic, so no broken invariant can be observed.
+#[inline]
+pub(crate) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(Panic::new)
+}

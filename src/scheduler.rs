@@ -1,0 +1,55 @@
+//! Schedulers, and the marker for "no scheduler".
+
+use crate::domain::{MaybeDomain, NoDomain};
+use crate::sender::Sender;
+use std::convert::Infallible;
+
+/// A handle to an execution resource: `schedule()` returns a sender that completes
+/// with `()` on that resource.
+///
+/// Schedulers are cheap to clone, comparable, and shareable between threads.
+pub trait Scheduler: Clone + PartialEq + Send + Sync + 'static {
+    /// The scheduler's domain (`get_domain(sch)`), [`NoDomain`] for the default one.
+    type Domain: MaybeDomain;
+    /// The sender returned by [`schedule`](Self::schedule).
+    type Sender: Sender<Value = (), Error = Infallible, Domain = Self::Domain, CompletionScheduler = Self>;
+
+    /// A sender that completes on this scheduler's execution resource.
+    fn schedule(&self) -> Self::Sender;
+}
+
+/// Either a [`Scheduler`] or [`NoScheduler`]: the type-level optional used by
+/// environments and sender attributes.
+pub trait MaybeScheduler: Clone + Send + Sync + 'static {
+    /// The domain of the scheduler, [`NoDomain`] if there is none.
+    type Domain: MaybeDomain;
+    /// `self` if it is a scheduler, otherwise `S`.
+    type Or<S: MaybeScheduler>: MaybeScheduler;
+    /// `self` if it is a scheduler, otherwise `other()`.
+    fn or_else<S: MaybeScheduler>(self, other: impl FnOnce() -> S) -> Self::Or<S>;
+}
+
+/// The absence of a scheduler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoScheduler;
+
+impl MaybeScheduler for NoScheduler {
+    type Domain = NoDomain;
+    type Or<S: MaybeScheduler> = S;
+    fn or_else<S: MaybeScheduler>(self, other: impl FnOnce() -> S) -> S {
+        other()
+    }
+}
+
+impl<T: Scheduler> MaybeScheduler for T {
+    type Domain = T::Domain;
+    type Or<S: MaybeScheduler> = T;
+    fn or_else<S: MaybeScheduler>(self, _other: impl FnOnce() -> S) -> T {
+        self
+    }
+}
+
+/// The sender of `schedule(sch)`.
+pub fn schedule<S: Scheduler>(scheduler: &S) -> S::Sender {
+    scheduler.schedule()
+}

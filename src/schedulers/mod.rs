@@ -1,0 +1,2 @@
+//! Schedulers provided by the core.
+pub(crate) mod run_loop;

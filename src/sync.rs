@@ -1,0 +1,39 @@
+//! The one sync facade of the crate.
+//!
+//! Every atomic, lock and thread primitive that concurrency code uses comes from
+//! here, so that building with `RUSTFLAGS="--cfg loom"` swaps the whole crate onto
+//! loom's model-checked versions and the loom tests exercise the real code.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(loom)]
+pub(crate) use loom::thread;
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::thread;
+
+/// Back off inside a spin loop. Under loom this yields to the model's scheduler, which
+/// is what lets loom explore spin-waits without diverging.
+#[inline]
+pub(crate) fn spin_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// Lock a mutex, ignoring poisoning: the crate never panics while holding one of its
+/// own locks, and user code never runs under them.
+#[inline]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
