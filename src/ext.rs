@@ -1,8 +1,16 @@
 //! `SenderExt`: the blanket extension trait that chains adaptors.
 
+use std::convert::Infallible;
+
 use crate::adaptors::bulk::{self, BulkOutcome};
+use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
+use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::then::{self, UponError, UponStopped};
+use crate::adaptors::transfer::{ScheduleFrom, schedule_from};
+use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::domain::MaybeDomain;
+use crate::env::Query;
+use crate::scheduler::Scheduler;
 use crate::sender::Sender;
 
 /// Adaptor methods for every [`Sender`]. Each returns a named `#[must_use]` sender type
@@ -69,6 +77,113 @@ pub trait SenderExt: Sender {
         O: BulkOutcome<Self::Error>,
     {
         bulk::bulk(self, shape, f)
+    }
+
+    /// `let_value(sndr, f)`: continues with the sender `f(value)`. The second sender
+    /// sees the predecessor's domain and completion scheduler as current.
+    ///
+    /// ```
+    /// use senders::{just, sync_wait, SenderExt};
+    /// let v = sync_wait(just(3).let_value(|x| just(x * 2)));
+    /// assert_eq!(v.unwrap(), Some(6));
+    /// ```
+    fn let_value<F, S2>(self, f: F) -> Let<OnValue, Self, F>
+    where
+        F: FnOnce(Self::Value) -> S2,
+        S2: Sender<Error = Self::Error>,
+    {
+        Let::new(self, f)
+    }
+
+    /// `let_error(sndr, f)`: on error `e`, continues with the sender `f(e)`.
+    ///
+    /// ```
+    /// use senders::{just, just_error, sync_wait, SenderExt};
+    /// let v = sync_wait(just_error::<i32, _>(4).let_error(|e| just(e + 1).with_error::<()>()));
+    /// assert_eq!(v.unwrap(), Some(5));
+    /// ```
+    fn let_error<F, S2>(self, f: F) -> Let<OnError, Self, F>
+    where
+        F: FnOnce(Self::Error) -> S2,
+        S2: Sender<Value = Self::Value>,
+    {
+        Let::new(self, f)
+    }
+
+    /// `let_stopped(sndr, f)`: on stop, continues with the sender `f()`.
+    ///
+    /// ```
+    /// use senders::{just, just_stopped, sync_wait, SenderExt};
+    /// use std::convert::Infallible;
+    /// let v = sync_wait(just_stopped::<i32, Infallible>().let_stopped(|| just(7)));
+    /// assert_eq!(v.unwrap(), Some(7));
+    /// ```
+    fn let_stopped<F, S2>(self, f: F) -> Let<OnStopped, Self, F>
+    where
+        F: FnOnce() -> S2,
+        S2: Sender<Value = Self::Value, Error = Self::Error>,
+    {
+        Let::new(self, f)
+    }
+
+    /// `into_variant(sndr)`: the identity on values here, since a sender has exactly
+    /// one value type.
+    fn into_variant(self) -> IntoVariant<Self> {
+        IntoVariant::new(self)
+    }
+
+    /// `stopped_as_optional(sndr)`: `v` becomes `Some(v)`, a stop becomes `None`.
+    ///
+    /// ```
+    /// use senders::{just_stopped, sync_wait, SenderExt};
+    /// use std::convert::Infallible;
+    /// assert_eq!(sync_wait(just_stopped::<i32, Infallible>().stopped_as_optional()), Ok(Some(None)));
+    /// ```
+    fn stopped_as_optional(self) -> StoppedAsOptional<Self> {
+        StoppedAsOptional::new(self)
+    }
+
+    /// `stopped_as_error(sndr, e)`: a stop becomes the error `e`.
+    ///
+    /// ```
+    /// use senders::{just_stopped, sync_wait, SenderExt};
+    /// assert_eq!(sync_wait(just_stopped::<i32, &str>().stopped_as_error("cancelled")), Err("cancelled"));
+    /// ```
+    fn stopped_as_error(self, error: Self::Error) -> StoppedAsError<Self, Self::Error> {
+        StoppedAsError::new(self, error)
+    }
+
+    /// Types a sender that cannot fail as one that may fail with `E` (zero cost), so it
+    /// can be combined with fallible senders, which must share one error type.
+    fn with_error<E>(self) -> WithError<Self, E>
+    where
+        Self: Sender<Error = Infallible>,
+    {
+        WithError::new(self)
+    }
+
+    /// Maps the error: `e` becomes `f(e)`.
+    ///
+    /// ```
+    /// use senders::{just_error, sync_wait, SenderExt};
+    /// assert_eq!(sync_wait(just_error::<(), _>(2).map_error(|e| e * 10)), Err(20));
+    /// ```
+    fn map_error<F, E2>(self, f: F) -> MapError<Self, F>
+    where
+        F: FnOnce(Self::Error) -> E2,
+    {
+        MapError::new(self, f)
+    }
+
+    /// `continues_on(sndr, sch)`: completes with `sndr`'s result on `sch`
+    /// (`schedule_from(sch, sndr)`).
+    fn continues_on<Sch: Scheduler>(self, sch: Sch) -> ScheduleFrom<Sch, Self> {
+        schedule_from(sch, self)
+    }
+
+    /// `write_env(sndr, prop)`: `sndr`'s operation sees the user query answered.
+    fn write_env<Q: Query>(self, prop: Prop<Q>) -> WriteEnv<Self, Q> {
+        WriteEnv::new(self, prop)
     }
 }
 

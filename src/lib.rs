@@ -26,9 +26,23 @@ mod sync;
 
 pub use adaptors::bulk::{Bulk, BulkFn, BulkImpl, BulkOutcome, BulkReceiver};
 pub use adaptors::when_all::{
-    ConnectTuple, DomainFold, SenderTuple, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_with_variant,
+    ConnectTuple, DomainFold, SenderTuple, Shared as WhenAllShared, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
+    when_all, when_all_with_variant,
 };
-pub use adaptors::then::{Then, ThenFn, ThenImpl, UponError, UponStopped};
+pub use adaptors::channels::{
+    IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
+    StoppedAsOptional, StoppedAsOptionalReceiver, WithError, WithErrorReceiver,
+};
+pub use adaptors::let_::{
+    Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, LetShared, LetState, OnError, OnStopped,
+    OnValue,
+};
+pub use adaptors::then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
+pub use adaptors::transfer::{
+    ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, StartsOnShared,
+    StartsOnState, TransferCore, TransferHopReceiver, TransferReceiver, TransferState, schedule_from, starts_on,
+};
+pub use adaptors::write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
 pub use consumers::sync_wait::{SyncWaitEnv, SyncWaitReceiver, sync_wait};
 pub use domain::{
     CommonDomain, DefaultDomain, Domain, EarlyDomain, LateDomain, MaybeDomain, NoDomain, apply_sync_wait,
@@ -36,11 +50,13 @@ pub use domain::{
 };
 pub use env::{EmptyEnv, Env, EnvExt, EnvQuery, GetDomain, GetScheduler, Query};
 pub use ext::SenderExt;
-pub use factories::just::{Just, JustError, JustStopped, just, just_error, just_stopped};
-pub use factories::read_env::{ReadEnv, read_env};
+pub use factories::just::{Just, JustError, JustOp, JustStopped, just, just_error, just_stopped};
+pub use factories::read_env::{ReadEnv, ReadEnvOp, read_env};
 pub use panic::Panic;
 pub use receiver::Receiver;
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
-pub use schedulers::run_loop::{RunLoop, RunLoopScheduler, RunLoopSender};
+pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};
+pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};
+pub use schedulers::single_thread::{SingleThreadContext, SingleThreadScheduler, SingleThreadSender};
 pub use sender::{OperationState, Sender, SenderTo};
-pub use stop::{InplaceStopSource, StopCallback, StopToken};
+pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};

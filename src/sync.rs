@@ -37,3 +37,40 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Err(poisoned) => poisoned.into_inner(),
     }
 }
+
+/// A cell for data whose accesses the surrounding code synchronizes by hand. Under loom
+/// it is loom's own cell, which checks every `with` / `with_mut` access against the
+/// model's happens-before order.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// A cell for data whose accesses the surrounding code synchronizes by hand: `std`'s
+/// [`UnsafeCell`](std::cell::UnsafeCell) behind loom's closure-based API, so the same
+/// code is race-checked when built with `--cfg loom`.
+#[cfg(not(loom))]
+#[repr(transparent)]
+pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    /// Wraps `data`.
+    #[inline]
+    pub(crate) const fn new(data: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(data))
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> UnsafeCell<T> {
+    /// Runs `f` with a pointer for reading the contents.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a pointer for writing the contents.
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}

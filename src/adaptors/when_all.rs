@@ -212,6 +212,10 @@ where
 {
 }
 
+// SAFETY: a shared reference only reaches the environment: the parent env (`Sync`)
+// and the children's stop source (`Sync`), never a slot or a completion.
+unsafe impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Sync for WhenAllReceiver<V, C, R> where R::Env: Sync {}
+
 impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> WhenAllReceiver<V, C, R> {
     fn shared(&self) -> &Shared<C, R> {
         // SAFETY: the shared state outlives the child's receiver (it completes only after

@@ -252,6 +252,10 @@ pub struct RunLoopOp<R> {
     _pin: PhantomPinned,
 }
 
+// SAFETY: the node's links are only followed under the queue's mutex; the operation
+// itself holds a receiver and a scheduler handle, both `Send` when `R` is.
+unsafe impl<R: Send> Send for RunLoopOp<R> {}
+
 impl<R: Receiver<(), Infallible>> RunLoopOp<R> {
     /// # Safety
     ///

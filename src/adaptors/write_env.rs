@@ -1,0 +1,101 @@
+//! `write_env`: give a sender's operation an environment with an extra user query.
+
+use std::any::{Any, TypeId};
+use std::marker::PhantomData;
+
+use crate::env::{Env, Query};
+use crate::panic::Panic;
+use crate::receiver::Receiver;
+use crate::sender::{Sender, SenderTo};
+use crate::stop::StopToken;
+
+/// An answer to the user query `Q`, to be written into an environment with
+/// [`SenderExt::write_env`](crate::SenderExt::write_env).
+pub struct Prop<Q: Query> {
+    value: Q::Value,
+}
+
+/// The answer `value` to the user query `Q`.
+pub fn prop<Q: Query>(value: Q::Value) -> Prop<Q> {
+    Prop { value }
+}
+
+/// The sender of `write_env(sndr, prop)`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct WriteEnv<S, Q: Query> {
+    sndr: S,
+    prop: Prop<Q>,
+}
+
+impl<S, Q: Query> WriteEnv<S, Q> {
+    pub(crate) fn new(sndr: S, prop: Prop<Q>) -> Self {
+        WriteEnv { sndr, prop }
+    }
+}
+
+impl<S: Sender, Q: Query> Sender for WriteEnv<S, Q> {
+    type Value = S::Value;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+impl<S, Q: Query, R> SenderTo<R> for WriteEnv<S, Q>
+where
+    S: Sender + SenderTo<WriteEnvReceiver<<S as Sender>::Value, <S as Sender>::Error, Q, R>>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(WriteEnvReceiver { rcvr: receiver, value: self.prop.value, _t: PhantomData })
+    }
+}
+
+/// The receiver of `write_env`; it is also the environment it writes: the parent's
+/// with `Q` answered (an inner `write_env` of the same query wins).
+pub struct WriteEnvReceiver<V, E, Q: Query, R> {
+    rcvr: R,
+    value: Q::Value,
+    _t: PhantomData<fn() -> (V, E)>,
+}
+
+impl<V, E, Q: Query, R: Receiver<V, E>> Env for WriteEnvReceiver<V, E, Q, R> {
+    type Scheduler = <R::Env as Env>::Scheduler;
+    type Domain = <R::Env as Env>::Domain;
+    fn scheduler(&self) -> Self::Scheduler {
+        self.rcvr.env().scheduler()
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.rcvr.env().stop_token()
+    }
+    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        if key == TypeId::of::<Q>() {
+            Some(&self.value)
+        } else {
+            self.rcvr.env().prop(key)
+        }
+    }
+}
+
+impl<V, E, Q: Query, R: Receiver<V, E>> Receiver<V, E> for WriteEnvReceiver<V, E, Q, R> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        self.rcvr.set_value(value)
+    }
+    fn set_error(self, error: E) {
+        self.rcvr.set_error(error)
+    }
+    fn set_stopped(self) {
+        self.rcvr.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
