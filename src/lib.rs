@@ -26,7 +26,7 @@ mod sync;
 
 pub use adaptors::bulk::{Bulk, BulkFn, BulkImpl, BulkOutcome, BulkReceiver};
 pub use adaptors::when_all::{
-    ConnectTuple, DomainFold, SenderTuple, Shared as WhenAllShared, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
+    ConnectTuple, DomainFold, ForwardStop, SenderTuple, Shared as WhenAllShared, Slot, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
     when_all, when_all_with_variant,
 };
 pub use adaptors::channels::{
@@ -37,6 +37,7 @@ pub use adaptors::let_::{
     Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, LetShared, LetState, OnError, OnStopped,
     OnValue,
 };
+pub use adaptors::stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, StopWhenState, stop_when};
 pub use adaptors::then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use adaptors::transfer::{
     ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, StartsOnShared,

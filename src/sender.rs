@@ -68,6 +68,14 @@ pub trait OperationState {
     /// - Everything the operation borrows (its lifetime parameters) stays valid until
     ///   the completion, even if the operation state is leaked.
     ///
+    /// In return, the operation keeps these promises, which parents rely on:
+    ///
+    /// - it completes its receiver exactly once;
+    /// - before completing, it deregisters every stop callback it registered (the
+    ///   token's source may go away with the parent right after);
+    /// - after calling a completion method, it does not touch its own memory again
+    ///   (the parent may destroy it during that call).
+    ///
     /// Safe code reaches `start` only through the blocking consumer
     /// [`sync_wait`](crate::sync_wait), which keeps its operation on its stack and does
     /// not return before the completion.

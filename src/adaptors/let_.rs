@@ -14,7 +14,7 @@ use std::cell::UnsafeCell;
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 
-use crate::domain::MaybeDomain;
+use crate::domain::{CommonDomain, MaybeDomain};
 use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
@@ -92,11 +92,16 @@ impl<S: Sender, F: FnOnce() -> S2, S2: Sender<Value = S::Value, Error = S::Error
     }
 }
 
-impl<K: LetKind<S, F>, S: Sender, F> Sender for Let<K, S, F> {
+/// The domain of a `let_*` sender is the one its predecessor and second sender share
+/// (P2999 §2.4 item 14): two different known domains do not compile.
+impl<K: LetKind<S, F>, S: Sender, F> Sender for Let<K, S, F>
+where
+    S::Domain: CommonDomain<<K::Second as Sender>::Domain>,
+{
     type Value = K::Value;
     type Error = K::Error;
     const SENDS_STOPPED: bool = K::SENDS_STOPPED;
-    type Domain = S::Domain;
+    type Domain = <S::Domain as CommonDomain<<K::Second as Sender>::Domain>>::Out;
     type CompletionScheduler = NoScheduler;
     fn completion_scheduler(&self) -> NoScheduler {
         NoScheduler
@@ -254,16 +259,15 @@ where
         let state = self.state;
         // SAFETY: `f` is taken once, by the one completion of the predecessor.
         let f = unsafe { (*state).f.take() }.expect("let: function runs once");
-        match catch(move || make(f)) {
-            Ok(second) => {
-                let rcvr = LetSecondReceiver { shared: unsafe { &raw const (*state).shared }, _d: PhantomData };
-                // SAFETY: the state is pinned inside the operation, which outlives the
-                // second operation; the slot is written once and never moved.
-                unsafe {
-                    let op = (*state).second.insert(second.connect(rcvr));
-                    Pin::new_unchecked(op).start();
-                }
-            }
+        // SAFETY: the state is pinned inside the operation, which outlives the second
+        // operation; this only computes a field address.
+        let shared = unsafe { &raw const (*state).shared };
+        // A panic in `f`, in the second sender's `connect`, or in a domain hook it runs,
+        // is delivered as `set_panic`.
+        match catch(move || make(f).connect(LetSecondReceiver { shared, _d: PhantomData })) {
+            // SAFETY: the slot is in the pinned state, written once and never moved; the
+            // operation is pinned there and started once.
+            Ok(op) => unsafe { Pin::new_unchecked((*state).second.insert(op)).start() },
             Err(p) => self.final_rcvr().set_panic(p),
         }
     }
@@ -379,6 +383,7 @@ where
 impl<K, S, F, R> SenderTo<R> for Let<K, S, F>
 where
     K: LetKind<S, F>,
+    S::Domain: CommonDomain<<K::Second as Sender>::Domain>,
     S: SenderTo<LetFirstReceiver<K, S, F, R>>,
     K::Second: SenderTo<LetSecondReceiver<R, K::Sched, S::Domain>>,
     R: Receiver<K::Value, K::Error>,

@@ -6,3 +6,4 @@ pub(crate) mod let_;
 pub(crate) mod transfer;
 pub(crate) mod channels;
 pub(crate) mod write_env;
+pub(crate) mod stop_when;

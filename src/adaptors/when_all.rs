@@ -22,6 +22,8 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
+
+use crate::sync::UnsafeCell as SyncCell;
 use std::pin::Pin;
 
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
@@ -30,7 +32,7 @@ use crate::panic::Panic;
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{InplaceStopSource, StopCallback, StopToken};
+use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 
 /// Folds the domains of a list of children into their common domain.
@@ -45,12 +47,36 @@ impl<D: MaybeDomain + CommonDomain<T::Out>, T: DomainFold> DomainFold for (D, T)
     type Out = <D as CommonDomain<T::Out>>::Out;
 }
 
+/// One child's value slot. Each child has its own cell, so a model checker sees the
+/// children's writes as independent.
+pub struct Slot<T>(SyncCell<Option<T>>);
+
+impl<T> Slot<T> {
+    fn empty() -> Self {
+        Slot(SyncCell::new(None))
+    }
+    /// # Safety
+    ///
+    /// Only this slot's child writes it, once, before it arrives.
+    unsafe fn put(&self, value: T) {
+        // SAFETY: exclusive by the caller's contract.
+        self.0.with_mut(|p| unsafe { *p = Some(value) })
+    }
+    /// # Safety
+    ///
+    /// Every child has arrived (the `AcqRel` count orders their writes before this).
+    unsafe fn take(&self) -> T {
+        // SAFETY: exclusive by the caller's contract.
+        self.0.with_mut(|p| unsafe { (*p).take() }).expect("when_all: missing value")
+    }
+}
+
 /// A tuple of senders that `when_all` can run: implemented for tuples of up to eight
 /// senders that share one error type and one domain.
 pub trait SenderTuple: Sized {
     /// The tuple of the children's values.
     type Values;
-    /// One `Option` slot per child value.
+    /// One [`Slot`] per child value.
     type Slots;
     /// The shared error type.
     type Error;
@@ -63,7 +89,11 @@ pub trait SenderTuple: Sized {
     /// Empty slots.
     fn empty_slots() -> Self::Slots;
     /// The values, once every slot is filled.
-    fn take_values(slots: &mut Self::Slots) -> Self::Values;
+    ///
+    /// # Safety
+    ///
+    /// Every child has delivered its value and arrived.
+    unsafe fn take_values(slots: &Self::Slots) -> Self::Values;
 }
 
 /// A [`SenderTuple`] whose children can all be connected to `when_all`'s receivers.
@@ -95,28 +125,58 @@ enum Failure<E> {
     Panic(Panic),
 }
 
-/// Forwards a stop request to a source living in a pinned operation state.
-struct ForwardStop(*const InplaceStopSource);
-// SAFETY: `InplaceStopSource` is `Sync`; the pointer is only dereferenced while the
-// callback is registered, and the operation deregisters it before it goes away.
+/// Forwards the parent's stop request to the children's source.
+///
+/// It holds a count of the operation while it runs `request_stop`: the children's stop
+/// callbacks may complete them inline, and without the extra count the last of them
+/// could complete (and free) the operation while `request_stop` is still walking the
+/// source inside it. It is not generic, so the shared state can name it; `arrive` is
+/// the shared state's own arrival function.
+pub struct ForwardStop {
+    count: *const AtomicUsize,
+    source: *const InplaceStopSource,
+    shared: *const (),
+    arrive: unsafe fn(*const ()),
+}
+
+// SAFETY: a `ForwardStop` is only created by `WhenAllOp::start`, whose impl requires the
+// final receiver and the results to be `Send`; that is what running `arrive` (and so
+// possibly the completion) on the stop-requesting thread needs. The pointers target
+// atomics and a `Sync` source.
 unsafe impl Send for ForwardStop {}
-impl ForwardStop {
-    fn call(self) {
-        // SAFETY: see the `Send` impl: the source is alive while we are registered.
-        unsafe { (*self.0).request_stop() };
+
+impl Invoke for ForwardStop {
+    fn invoke(self) {
+        // SAFETY: the callback is registered, so the operation is alive: `complete`
+        // deregisters it first, waiting for this call if it runs on another thread.
+        let count = unsafe { &*self.count };
+        let mut n = count.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                // Every child has arrived; the completer is waiting for us to return.
+                return;
+            }
+            match count.compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(actual) => n = actual,
+            }
+        }
+        // SAFETY: our count keeps the operation alive until the `arrive` below.
+        unsafe { (*self.source).request_stop() };
+        // SAFETY: `arrive` belongs to `shared`'s type; we release the count we took.
+        unsafe { (self.arrive)(self.shared) };
     }
 }
 
 /// The state that `when_all`'s children share.
 pub struct Shared<C: SenderTuple, R> {
     rcvr: UnsafeCell<Option<R>>,
-    slots: UnsafeCell<C::Slots>,
-    failure: UnsafeCell<Option<Failure<C::Error>>>,
+    slots: C::Slots,
+    failure: SyncCell<Option<Failure<C::Error>>>,
     state: AtomicU8,
     count: AtomicUsize,
     source: InplaceStopSource,
-    #[allow(clippy::type_complexity)]
-    on_parent_stop: UnsafeCell<Option<StopCallback<'static, Box<dyn FnOnce() + Send>>>>,
+    on_parent_stop: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
 }
 
 impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
@@ -142,7 +202,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
                         // SAFETY: only the child that moved `state` to `FAILED` writes
                         // `failure`, and the completer reads it after the last arrival
                         // (ordered by `count`'s `AcqRel`).
-                        unsafe { *self.failure.get() = Some(f) };
+                        self.failure.with_mut(|p| unsafe { *p = Some(f) });
                     }
                     break;
                 }
@@ -152,11 +212,22 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         self.source.request_stop();
     }
 
-    /// A child has finished. The last one completes the parent.
+    /// [`arrive`](Self::arrive) behind an erased pointer, for [`ForwardStop`].
     ///
     /// # Safety
     ///
-    /// `this` is the live shared state; each child arrives exactly once.
+    /// As for `arrive`; `this` points to a `Shared<C, R>`.
+    unsafe fn arrive_erased(this: *const ()) {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::arrive(this.cast()) }
+    }
+
+    /// A child has finished (or a stop forwarder is done). The last one completes the
+    /// parent.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live shared state; each holder of a count arrives exactly once.
     unsafe fn arrive(this: *const Self) {
         // SAFETY: the caller guarantees `this` is alive until the last arrival.
         let last = unsafe { (*this).count.fetch_sub(1, Ordering::AcqRel) } == 1;
@@ -179,11 +250,11 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
             let rcvr = (*s.rcvr.get()).take().expect("when_all completes once");
             match s.state.load(Ordering::Relaxed) {
                 RUNNING => {
-                    let values = C::take_values(&mut *s.slots.get());
+                    let values = C::take_values(&s.slots);
                     rcvr.set_value(values)
                 }
                 STOPPED => rcvr.set_stopped(),
-                _ => match (*s.failure.get()).take() {
+                _ => match s.failure.with_mut(|p| (*p).take()) {
                     Some(Failure::Error(e)) => rcvr.set_error(e),
                     Some(Failure::Panic(p)) => rcvr.set_panic(p),
                     None => unreachable!("when_all: failed without a failure"),
@@ -197,7 +268,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
 /// environment: the parent's, with the children's shared stop token.
 pub struct WhenAllReceiver<V, C: SenderTuple, R> {
     shared: *const Shared<C, R>,
-    slot: *mut Option<V>,
+    slot: *const Slot<V>,
 }
 
 // SAFETY: a child may complete on another thread: it moves a `V` (and possibly the
@@ -244,9 +315,10 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Receiver<V, C::Error> 
         self
     }
     fn set_value(self, value: V) {
-        // SAFETY: `slot` is this child's own slot in the live shared state.
+        // SAFETY: `slot` is this child's own slot in the live shared state, written once
+        // before this child arrives.
         unsafe {
-            *self.slot = Some(value);
+            (*self.slot).put(value);
             Shared::arrive(self.shared);
         }
     }
@@ -279,19 +351,17 @@ macro_rules! tuple_impls {
             nest!($S0::Domain $(, $S::Domain)*): DomainFold,
         {
             type Values = ($S0::Value, $($S::Value,)*);
-            type Slots = (Option<$S0::Value>, $(Option<$S::Value>,)*);
+            type Slots = (Slot<$S0::Value>, $(Slot<$S::Value>,)*);
             type Error = $S0::Error;
             const SENDS_STOPPED: bool = $S0::SENDS_STOPPED $(|| $S::SENDS_STOPPED)*;
             type Domain = <nest!($S0::Domain $(, $S::Domain)*) as DomainFold>::Out;
             const LEN: usize = $len;
             fn empty_slots() -> Self::Slots {
-                (None, $(tuple_impls!(@none $S),)*)
+                (Slot::empty(), $(tuple_impls!(@empty $S),)*)
             }
-            fn take_values(slots: &mut Self::Slots) -> Self::Values {
-                (
-                    slots.$i0.take().expect("when_all: missing value"),
-                    $(slots.$i.take().expect("when_all: missing value"),)*
-                )
+            unsafe fn take_values(slots: &Self::Slots) -> Self::Values {
+                // SAFETY: forwarded from the caller: every child has arrived.
+                unsafe { (slots.$i0.take(), $(slots.$i.take(),)*) }
             }
         }
 
@@ -306,10 +376,10 @@ macro_rules! tuple_impls {
             unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
                 // SAFETY: the caller guarantees `shared` is alive; we only compute the
                 // addresses of the slots inside it.
-                let slots: *mut Self::Slots = unsafe { (*shared).slots.get() };
+                let slots: *const Self::Slots = unsafe { &raw const (*shared).slots };
                 (
-                    self.$i0.connect(WhenAllReceiver { shared, slot: unsafe { &raw mut (*slots).$i0 } }),
-                    $(self.$i.connect(WhenAllReceiver { shared, slot: unsafe { &raw mut (*slots).$i } }),)*
+                    self.$i0.connect(WhenAllReceiver { shared, slot: unsafe { &raw const (*slots).$i0 } }),
+                    $(self.$i.connect(WhenAllReceiver { shared, slot: unsafe { &raw const (*slots).$i } }),)*
                 )
             }
             unsafe fn start_all(ops: *mut Self::Ops) {
@@ -323,7 +393,7 @@ macro_rules! tuple_impls {
             }
         }
     };
-    (@none $S:ident) => { None };
+    (@empty $S:ident) => { Slot::empty() };
 }
 
 tuple_impls!(1; S0 0);
@@ -394,14 +464,18 @@ where
     }
 }
 
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> SenderTo<R> for WhenAllImpl<C> {
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send> SenderTo<R> for WhenAllImpl<C>
+where
+    C::Values: Send,
+    C::Error: Send,
+{
     type Operation = WhenAllOp<C, R>;
     fn connect(self, receiver: R) -> WhenAllOp<C, R> {
         WhenAllOp {
             shared: Shared {
                 rcvr: UnsafeCell::new(Some(receiver)),
-                slots: UnsafeCell::new(C::empty_slots()),
-                failure: UnsafeCell::new(None),
+                slots: C::empty_slots(),
+                failure: SyncCell::new(None),
                 state: AtomicU8::new(RUNNING),
                 count: AtomicUsize::new(C::LEN),
                 source: InplaceStopSource::new(),
@@ -422,7 +496,11 @@ pub struct WhenAllOp<C: ConnectTuple<R>, R> {
     _pin: PhantomPinned,
 }
 
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> OperationState for WhenAllOp<C, R> {
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send> OperationState for WhenAllOp<C, R>
+where
+    C::Values: Send,
+    C::Error: Send,
+{
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: we never move the pinned fields: `shared` and `ops` stay in place and
         // are only addressed; `children` is moved out (not structurally pinned).
@@ -431,18 +509,22 @@ impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> OperationState for Wh
         let shared: *const Shared<C, R> = &this.shared;
         let token = this.shared.env().stop_token();
         if token.stop_possible() {
-            let source: *const InplaceStopSource = &this.shared.source;
-            let forward = ForwardStop(source);
             // SAFETY: the receiver's env outlives this operation's completion, and the
             // callback is dropped in `complete` before the receiver is completed.
             let token = unsafe { token.detach() };
-            let cb: Box<dyn FnOnce() + Send> = Box::new(move || forward.call());
-            // SAFETY: no child runs yet, so we have exclusive access to the slot; the
-            // callback is pinned in place inside the pinned operation.
+            // SAFETY: no child runs yet, so the slot is ours; the callback is pinned in
+            // place inside the pinned operation, and `complete` drops it before the
+            // shared state it points to can go away.
             unsafe {
                 let slot = &mut *this.shared.on_parent_stop.get();
-                *slot = Some(StopCallback::new(token, cb));
-                Pin::new_unchecked(slot.as_mut().expect("just set")).register();
+                let forward = ForwardStop {
+                    count: &this.shared.count,
+                    source: &this.shared.source,
+                    shared: shared.cast(),
+                    arrive: Shared::<C, R>::arrive_erased,
+                };
+                let cb = slot.insert(RawStopCallback::new(token, forward));
+                Pin::new_unchecked(cb).register();
             }
         }
         // SAFETY: `shared` is pinned inside this started operation, which outlives the
@@ -457,6 +539,9 @@ impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> OperationState for Wh
 /// Runs every sender of the tuple `children` concurrently; completes with the tuple of
 /// their values. Customizable by domains. Children must share their error type and
 /// their domain (a child with no known domain fits any).
+///
+/// The receiver and the results must be `Send`: a stop request may arrive on any
+/// thread, and the operation may complete there.
 ///
 /// ```
 /// use senders::{just, sync_wait, when_all};

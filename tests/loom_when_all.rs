@@ -1,0 +1,157 @@
+//! Loom models of `when_all`'s completion counting: children completing on different
+//! threads, first failure wins, and the parent's stop request racing the completions
+//! (the forwarder holds a count so the operation is never completed underneath it).
+//!
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_when_all`.
+#![cfg(loom)]
+
+use std::marker::PhantomPinned;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use loom::sync::Arc;
+use loom::thread;
+use senders::{EmptyEnv, Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender,
+    SenderTo, StopToken, when_all};
+
+enum Outcome {
+    Value(u32),
+    Error(&'static str),
+    Stopped,
+}
+
+type Completion = Box<dyn FnOnce(Outcome) + Send>;
+type Handle = std::sync::Arc<Mutex<Option<Completion>>>;
+
+/// A sender whose completion the test delivers by hand, from any thread.
+struct Manual(Handle);
+
+impl Sender for Manual {
+    type Value = u32;
+    type Error = &'static str;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+struct ManualOp<R> {
+    handle: Handle,
+    rcvr: Option<R>,
+    _pin: PhantomPinned,
+}
+
+impl<R: Receiver<u32, &'static str> + Send + 'static> SenderTo<R> for Manual {
+    type Operation = ManualOp<R>;
+    fn connect(self, receiver: R) -> ManualOp<R> {
+        ManualOp { handle: self.0, rcvr: Some(receiver), _pin: PhantomPinned }
+    }
+}
+
+impl<R: Receiver<u32, &'static str> + Send + 'static> OperationState for ManualOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: nothing is structurally pinned here.
+        let this = unsafe { self.get_unchecked_mut() };
+        let rcvr = this.rcvr.take().unwrap();
+        *this.handle.lock().unwrap() = Some(Box::new(move |o| match o {
+            Outcome::Value(v) => rcvr.set_value(v),
+            Outcome::Error(e) => rcvr.set_error(e),
+            Outcome::Stopped => rcvr.set_stopped(),
+        }));
+    }
+}
+
+struct TestEnv(Arc<InplaceStopSource>);
+impl Env for TestEnv {
+    type Scheduler = NoScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.0.token()
+    }
+}
+
+struct TestReceiver {
+    env: TestEnv,
+    result: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+impl Receiver<(u32, u32), &'static str> for TestReceiver {
+    type Env = TestEnv;
+    fn env(&self) -> &TestEnv {
+        &self.env
+    }
+    fn set_value(self, (a, b): (u32, u32)) {
+        self.result.lock().unwrap().push(format!("value {a} {b}"));
+    }
+    fn set_error(self, e: &'static str) {
+        self.result.lock().unwrap().push(format!("error {e}"));
+    }
+    fn set_stopped(self) {
+        self.result.lock().unwrap().push("stopped".into());
+    }
+    fn set_panic(self, _: Panic) {
+        self.result.lock().unwrap().push("panic".into());
+    }
+}
+
+/// Runs `when_all((a, b))`, completes `a` and `b` on two threads while the main thread
+/// requests stop on the parent, and returns what the receiver saw.
+fn run(a: fn() -> Outcome, b: fn() -> Outcome) -> Vec<String> {
+    let parent = Arc::new(InplaceStopSource::new());
+    let result = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let (ha, hb): (Handle, Handle) = Default::default();
+    let rcvr = TestReceiver { env: TestEnv(parent.clone()), result: result.clone() };
+    let mut op = Box::pin(when_all((Manual(ha.clone()), Manual(hb.clone()))).connect(rcvr));
+    // SAFETY: the operation is pinned and not dropped before both threads are joined,
+    // after which it has completed.
+    unsafe { op.as_mut().start() };
+    let ca = ha.lock().unwrap().take().unwrap();
+    let cb = hb.lock().unwrap().take().unwrap();
+    let ta = thread::spawn(move || ca(a()));
+    let tb = thread::spawn(move || cb(b()));
+    parent.request_stop();
+    ta.join().unwrap();
+    tb.join().unwrap();
+    drop(op);
+    let _ = EmptyEnv;
+    let r = result.lock().unwrap().clone();
+    r
+}
+
+#[test]
+fn two_values_racing_a_parent_stop_complete_once_with_both_values() {
+    loom::model(|| {
+        let r = run(|| Outcome::Value(1), || Outcome::Value(2));
+        assert_eq!(r, ["value 1 2"]);
+    });
+}
+
+#[test]
+fn an_error_beats_a_value_and_a_parent_stop() {
+    loom::model(|| {
+        let r = run(|| Outcome::Value(1), || Outcome::Error("b"));
+        assert_eq!(r, ["error b"]);
+    });
+}
+
+#[test]
+fn an_error_beats_a_concurrent_stop() {
+    loom::model(|| {
+        let r = run(|| Outcome::Stopped, || Outcome::Error("b"));
+        assert_eq!(r, ["error b"]);
+    });
+}
+
+#[test]
+fn first_of_two_errors_wins_and_only_one_completion_happens() {
+    loom::model(|| {
+        let r = run(|| Outcome::Error("a"), || Outcome::Error("b"));
+        assert_eq!(r.len(), 1);
+        assert!(r[0] == "error a" || r[0] == "error b", "{r:?}");
+    });
+}
