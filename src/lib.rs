@@ -17,6 +17,7 @@ mod env;
 mod ext;
 mod factories;
 mod panic;
+mod pool;
 mod receiver;
 mod scheduler;
 mod schedulers;
@@ -26,8 +27,8 @@ mod sync;
 
 pub use adaptors::bulk::{Bulk, BulkFn, BulkImpl, BulkOutcome, BulkReceiver};
 pub use adaptors::when_all::{
-    ConnectTuple, DomainFold, ForwardStop, SenderTuple, Shared as WhenAllShared, Slot, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
-    when_all, when_all_with_variant,
+    ConnectTuple, DomainFold, ForwardStop, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
+    start_erased, when_all, when_all_with_variant,
 };
 pub use adaptors::channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
@@ -54,6 +55,10 @@ pub use ext::SenderExt;
 pub use factories::just::{Just, JustError, JustOp, JustStopped, just, just_error, just_stopped};
 pub use factories::read_env::{ReadEnv, ReadEnvOp, read_env};
 pub use panic::Panic;
+pub use pool::{
+    BuildError, BulkState, ForkOnPool, PoolBuilder, PoolBulk, PoolBulkOp, PoolBulkReceiver, PoolDomain, PoolOp,
+    PoolScheduler, PoolSender, StaticThreadPool,
+};
 pub use receiver::Receiver;
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
 pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};

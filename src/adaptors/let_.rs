@@ -193,6 +193,11 @@ impl<V, E, R: Receiver<V, E>, Sch: MaybeScheduler, D: MaybeDomain> Env for LetSe
     }
 }
 
+/// The second sender's operation state.
+type SecondOp<K, S, F, R> = <<K as LetKind<S, F>>::Second as SenderTo<
+    LetSecondReceiver<R, <K as LetKind<S, F>>::Sched, <S as Sender>::Domain>,
+>>::Operation;
+
 /// The state the predecessor's receiver works on.
 pub struct LetState<K: LetKind<S, F>, S: Sender, F, R>
 where
@@ -200,7 +205,7 @@ where
     R: Receiver<K::Value, K::Error>,
 {
     f: Option<F>,
-    second: Option<<K::Second as SenderTo<LetSecondReceiver<R, K::Sched, S::Domain>>>::Operation>,
+    second: Option<SecondOp<K, S, F, R>>,
     shared: LetShared<R, K::Sched>,
 }
 

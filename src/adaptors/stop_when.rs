@@ -95,9 +95,9 @@ impl<V, E, R: Receiver<V, E>> Env for StopWhenReceiver<'_, V, E, R> {
         self.state().rcvr().env().scheduler()
     }
     fn stop_token(&self) -> StopToken<'_> {
-        // SAFETY: set before the child was connected and kept until its completion; it
-        // is pinned in place.
+        // SAFETY: set before the child was connected and kept until its completion.
         match unsafe { (*self.state().merged.get()).as_ref() } {
+            // SAFETY: the merged source is pinned in place inside the pinned operation.
             Some(merged) => unsafe { Pin::new_unchecked(merged) }.token(),
             None => StopToken::never(),
         }

@@ -21,9 +21,9 @@
 //! parent.
 
 use std::cell::UnsafeCell;
-use std::marker::PhantomPinned;
+use std::marker::{PhantomData, PhantomPinned};
 
-use crate::sync::UnsafeCell as SyncCell;
+use crate::sync;
 use std::pin::Pin;
 
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
@@ -49,11 +49,11 @@ impl<D: MaybeDomain + CommonDomain<T::Out>, T: DomainFold> DomainFold for (D, T)
 
 /// One child's value slot. Each child has its own cell, so a model checker sees the
 /// children's writes as independent.
-pub struct Slot<T>(SyncCell<Option<T>>);
+pub struct Slot<T>(sync::UnsafeCell<Option<T>>);
 
 impl<T> Slot<T> {
     fn empty() -> Self {
-        Slot(SyncCell::new(None))
+        Slot(sync::UnsafeCell::new(None))
     }
     /// # Safety
     ///
@@ -114,6 +114,49 @@ pub trait ConnectTuple<R>: SenderTuple {
     /// `ops` points to the pinned operation states made by `connect_all`, not yet
     /// started. Once the last child is started, `ops` may already be gone.
     unsafe fn start_all(ops: *mut Self::Ops);
+
+    /// Offers every child but the first to `fork` (a pointer to its operation and the
+    /// function that starts it, to be called exactly once, on any thread); children
+    /// `fork` declines (returns `false`) start inline. The first child starts inline,
+    /// last.
+    ///
+    /// # Safety
+    ///
+    /// As for `start_all`; `fork` must call each accepted start function exactly once
+    /// while the operation is alive (it stays alive until every child has completed).
+    unsafe fn start_forked(ops: *mut Self::Ops, fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool);
+}
+
+/// Starts the operation state of type `Op` at `op`: the type-erased start that
+/// [`ConnectTuple::start_forked`] hands out.
+///
+/// # Safety
+///
+/// `op` points to a pinned, unstarted `Op` that stays alive until it completes.
+pub unsafe fn start_erased<Op: OperationState>(op: *const ()) {
+    // SAFETY: forwarded from the caller.
+    unsafe { Pin::new_unchecked(&mut *op.cast_mut().cast::<Op>()).start() }
+}
+
+/// How a `when_all` operation starts its children.
+pub trait StartPolicy: 'static {
+    /// Starts the children.
+    ///
+    /// # Safety
+    ///
+    /// As for [`ConnectTuple::start_all`].
+    unsafe fn start<C: ConnectTuple<R>, R>(ops: *mut C::Ops);
+}
+
+/// The default policy: start the children one after the other on the calling thread.
+#[derive(Debug)]
+pub enum Sequential {}
+
+impl StartPolicy for Sequential {
+    unsafe fn start<C: ConnectTuple<R>, R>(ops: *mut C::Ops) {
+        // SAFETY: forwarded from the caller.
+        unsafe { C::start_all(ops) }
+    }
 }
 
 const RUNNING: u8 = 0;
@@ -172,7 +215,7 @@ impl Invoke for ForwardStop {
 pub struct Shared<C: SenderTuple, R> {
     rcvr: UnsafeCell<Option<R>>,
     slots: C::Slots,
-    failure: SyncCell<Option<Failure<C::Error>>>,
+    failure: sync::UnsafeCell<Option<Failure<C::Error>>>,
     state: AtomicU8,
     count: AtomicUsize,
     source: InplaceStopSource,
@@ -374,12 +417,12 @@ macro_rules! tuple_impls {
         {
             type Ops = ($S0::Operation, $($S::Operation,)*);
             unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
-                // SAFETY: the caller guarantees `shared` is alive; we only compute the
-                // addresses of the slots inside it.
-                let slots: *const Self::Slots = unsafe { &raw const (*shared).slots };
+                // SAFETY: the caller guarantees `shared` is alive; the slots are only
+                // addressed here, and each child writes its own through `Slot::put`.
+                let slots: &Self::Slots = unsafe { &(*shared).slots };
                 (
-                    self.$i0.connect(WhenAllReceiver { shared, slot: unsafe { &raw const (*slots).$i0 } }),
-                    $(self.$i.connect(WhenAllReceiver { shared, slot: unsafe { &raw const (*slots).$i } }),)*
+                    self.$i0.connect(WhenAllReceiver { shared, slot: &slots.$i0 }),
+                    $(self.$i.connect(WhenAllReceiver { shared, slot: &slots.$i }),)*
                 )
             }
             unsafe fn start_all(ops: *mut Self::Ops) {
@@ -389,6 +432,20 @@ macro_rules! tuple_impls {
                 unsafe {
                     Pin::new_unchecked(&mut (*ops).$i0).start();
                     $(Pin::new_unchecked(&mut (*ops).$i).start();)*
+                }
+            }
+            #[allow(unused_mut, unused_variables)]
+            unsafe fn start_forked(ops: *mut Self::Ops, mut fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool) {
+                // SAFETY: as in `start_all`: the first child, started last, keeps the
+                // operation alive until every other child has been handed out or started.
+                unsafe {
+                    $(
+                        let op: *const () = (&raw const (*ops).$i).cast();
+                        if !fork(op, start_erased::<$S::Operation>) {
+                            Pin::new_unchecked(&mut (*ops).$i).start();
+                        }
+                    )*
+                    Pin::new_unchecked(&mut (*ops).$i0).start();
                 }
             }
         }
@@ -423,15 +480,22 @@ impl<C> WhenAll<C> {
     }
     /// The default implementation.
     pub fn lower(self) -> WhenAllImpl<C> {
-        WhenAllImpl { children: self.children }
+        self.lower_with()
+    }
+    /// The default implementation with another way to start the children (a pool
+    /// forks them onto its workers).
+    pub fn lower_with<P: StartPolicy>(self) -> WhenAllImpl<C, P> {
+        WhenAllImpl { children: self.children, _p: PhantomData }
     }
 }
 
 /// The default implementation of `when_all`: children are started one after the other
-/// on the starting thread and run wherever they take themselves.
+/// on the starting thread (with policy `P` = [`Sequential`]) and run wherever they take
+/// themselves.
 #[must_use = "senders do nothing unless connected and started"]
-pub struct WhenAllImpl<C> {
+pub struct WhenAllImpl<C, P = Sequential> {
     children: C,
+    _p: PhantomData<fn() -> P>,
 }
 
 macro_rules! when_all_sender {
@@ -449,7 +513,17 @@ macro_rules! when_all_sender {
     };
 }
 when_all_sender!(WhenAll);
-when_all_sender!(WhenAllImpl);
+
+impl<C: SenderTuple, P> Sender for WhenAllImpl<C, P> {
+    type Value = C::Values;
+    type Error = C::Error;
+    const SENDS_STOPPED: bool = C::SENDS_STOPPED;
+    type Domain = C::Domain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
 
 impl<C, R> SenderTo<R> for WhenAll<C>
 where
@@ -464,18 +538,18 @@ where
     }
 }
 
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send> SenderTo<R> for WhenAllImpl<C>
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send, P: StartPolicy> SenderTo<R> for WhenAllImpl<C, P>
 where
     C::Values: Send,
     C::Error: Send,
 {
-    type Operation = WhenAllOp<C, R>;
-    fn connect(self, receiver: R) -> WhenAllOp<C, R> {
+    type Operation = WhenAllOp<C, R, P>;
+    fn connect(self, receiver: R) -> WhenAllOp<C, R, P> {
         WhenAllOp {
             shared: Shared {
                 rcvr: UnsafeCell::new(Some(receiver)),
                 slots: C::empty_slots(),
-                failure: SyncCell::new(None),
+                failure: sync::UnsafeCell::new(None),
                 state: AtomicU8::new(RUNNING),
                 count: AtomicUsize::new(C::LEN),
                 source: InplaceStopSource::new(),
@@ -483,20 +557,23 @@ where
             },
             children: Some(self.children),
             ops: None,
+            _p: PhantomData,
             _pin: PhantomPinned,
         }
     }
 }
 
 /// The operation state of the default `when_all`.
-pub struct WhenAllOp<C: ConnectTuple<R>, R> {
+pub struct WhenAllOp<C: ConnectTuple<R>, R, P = Sequential> {
     shared: Shared<C, R>,
     children: Option<C>,
     ops: Option<C::Ops>,
+    _p: PhantomData<fn() -> P>,
     _pin: PhantomPinned,
 }
 
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send> OperationState for WhenAllOp<C, R>
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send, P: StartPolicy> OperationState
+    for WhenAllOp<C, R, P>
 where
     C::Values: Send,
     C::Error: Send,
@@ -532,7 +609,7 @@ where
         let ops = unsafe { children.connect_all(shared) };
         let ops = this.ops.insert(ops);
         // SAFETY: `ops` is pinned in place and unstarted.
-        unsafe { C::start_all(ops) };
+        unsafe { P::start::<C, R>(ops) };
     }
 }
 

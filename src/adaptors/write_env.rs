@@ -63,6 +63,10 @@ pub struct WriteEnvReceiver<V, E, Q: Query, R> {
     _t: PhantomData<fn() -> (V, E)>,
 }
 
+// SAFETY: a shared reference only reaches the environment: the written answer (`Sync`
+// by `Query::Value`) and the parent env (`Sync`), never the inner receiver's completion.
+unsafe impl<V, E, Q: Query, R: Receiver<V, E>> Sync for WriteEnvReceiver<V, E, Q, R> where R::Env: Sync {}
+
 impl<V, E, Q: Query, R: Receiver<V, E>> Env for WriteEnvReceiver<V, E, Q, R> {
     type Scheduler = <R::Env as Env>::Scheduler;
     type Domain = <R::Env as Env>::Domain;

@@ -118,6 +118,7 @@ where
     let run_loop = RunLoop::new();
     let state = State { env: SyncWaitEnv { sch: run_loop.scheduler() }, outcome: UnsafeCell::new(None) };
     let rcvr = SyncWaitReceiver { state: &state, sch: run_loop.scheduler() };
+    run_loop.claim_current_thread();
     let mut op = pin!(sndr.connect(rcvr));
     let guard = AbortOnUnwind("an operation's start unwound inside sync_wait");
     // SAFETY: `op` is pinned on this stack frame, started once, and not dropped before

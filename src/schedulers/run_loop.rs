@@ -159,6 +159,13 @@ impl RunLoop {
         }
     }
 
+    /// Marks the calling thread as the one running this loop before [`run`](Self::run)
+    /// is entered, so work started inline first (as `sync_wait` does) sees its
+    /// scheduler as current.
+    pub(crate) fn claim_current_thread(&self) {
+        lock(&self.inner.queue).runner = Some(thread::current().id());
+    }
+
     /// Asks [`run`](Self::run) to return once the queue is empty. Work scheduled after
     /// this completes stopped.
     pub fn finish(&self) {
@@ -287,10 +294,10 @@ impl<R: Receiver<(), Infallible>> OperationState for RunLoopOp<R> {
         let this = unsafe { self.get_unchecked_mut() };
         let node: *mut Node = &mut this.node;
         let inner = this.sch.inner.clone();
-        if !inner.push(node) {
-            if let Some(rcvr) = this.rcvr.take() {
-                rcvr.set_stopped();
-            }
+        if !inner.push(node)
+            && let Some(rcvr) = this.rcvr.take()
+        {
+            rcvr.set_stopped();
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::sync::thread;
 /// An execution context with one worker thread, whose scheduler reports the domain `D`.
 ///
 /// Dropping the context finishes its run loop and joins the thread: work already
-/// queued still runs; work scheduled afterwards completes stopped.
+/// queued still runs; work scheduled afterwards completes stopped. Dropped on its own
+/// thread, it finishes the loop without joining.
 ///
 /// ```
 /// use senders::{SingleThreadContext, Scheduler, SenderExt, sync_wait};
@@ -75,8 +76,12 @@ impl<D: MaybeDomain> Drop for SingleThreadContext<D> {
     fn drop(&mut self) {
         self.sch.finish();
         if let Some(handle) = self.thread.take() {
-            // The thread only runs the loop, whose work items cannot unwind.
-            let _ = handle.join();
+            // Dropped on its own thread (by work it runs): joining would deadlock; the
+            // loop returns once this work item and the queue are done.
+            if handle.thread().id() != thread::current().id() {
+                // The thread only runs the loop, whose work items cannot unwind.
+                let _ = handle.join();
+            }
         }
     }
 }

@@ -1,0 +1,285 @@
+//! `StaticThreadPool`: a fixed set of work-stealing worker threads, and its scheduler.
+//!
+//! Each worker owns a LIFO deque (`crossbeam-deque`); work submitted from outside the
+//! pool goes to a shared injector. An idle worker takes from its own deque, then a batch
+//! from the injector, then steals from the others starting at a random victim; after a
+//! short bounded spin it sleeps (see `README.md` beside this file for the sleep
+//! protocol and why no wake-up is lost).
+//!
+//! | event | where the job goes | wake-up |
+//! |---|---|---|
+//! | `schedule()` started on a worker of this pool | that worker's deque | one sleeper, if any sleeps |
+//! | `schedule()` started elsewhere | the injector | one sleeper, if any sleeps |
+//! | `schedule()` started after shutdown began | nowhere: completes `set_stopped` inline | none |
+//!
+//! **Shutdown.** Dropping the pool stops outside submissions, lets the workers run
+//! every job already queued (in any deque or the injector), and joins them. Work is
+//! never lost: what was queued runs; what is submitted after shutdown began completes
+//! stopped.
+
+mod domain;
+mod registry;
+mod sleep;
+
+use std::convert::Infallible;
+use std::fmt;
+use std::marker::PhantomPinned;
+use std::pin::Pin;
+
+use crossbeam_deque::Worker;
+
+use crate::env::Env;
+use crate::receiver::Receiver;
+use crate::scheduler::Scheduler;
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sync::{Arc, thread};
+pub use domain::{BulkState, ForkOnPool, PoolBulk, PoolBulkOp, PoolBulkReceiver, PoolDomain};
+pub(crate) use registry::{JobRef, Registry, WorkerThread};
+
+/// Why a pool could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// A pool needs at least one thread.
+    ZeroThreads,
+    /// The operating system refused to start a worker thread.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroThreads => f.write_str("a thread pool needs at least one thread"),
+            BuildError::Spawn(e) => write!(f, "failed to spawn a worker thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+type NameFn = Box<dyn FnMut(usize) -> String>;
+
+/// Builds a [`StaticThreadPool`].
+///
+/// ```
+/// use senders::{StaticThreadPool, Scheduler, SenderExt, sync_wait};
+/// let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("w{i}")).build()?;
+/// let name = sync_wait(pool.scheduler().schedule().then(|()| {
+///     std::thread::current().name().map(str::to_owned)
+/// }));
+/// assert!(name.unwrap().unwrap().unwrap().starts_with('w'));
+/// # Ok::<(), senders::BuildError>(())
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PoolBuilder {
+    num_threads: Option<usize>,
+    name: Option<NameFn>,
+    pin: bool,
+}
+
+impl fmt::Debug for PoolBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolBuilder").field("num_threads", &self.num_threads).field("pin", &self.pin).finish()
+    }
+}
+
+impl PoolBuilder {
+    /// The number of worker threads; defaults to the number of logical CPUs. Zero makes
+    /// [`build`](Self::build) fail with [`BuildError::ZeroThreads`].
+    pub fn num_threads(mut self, n: usize) -> Self {
+        self.num_threads = Some(n);
+        self
+    }
+
+    /// Names worker `i` with `name(i)`; defaults to `senders-worker-{i}`.
+    pub fn thread_name(mut self, name: impl FnMut(usize) -> String + 'static) -> Self {
+        self.name = Some(Box::new(name));
+        self
+    }
+
+    /// Pins worker `i` to core `i % cores` (with `core_affinity`). Off by default; where
+    /// the platform cannot report or set affinity, workers run unpinned.
+    pub fn pin_to_cores(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> Result<StaticThreadPool, BuildError> {
+        let n = self.num_threads.unwrap_or_else(num_cpus::get);
+        if n == 0 {
+            return Err(BuildError::ZeroThreads);
+        }
+        let deques: Vec<Worker<JobRef>> = (0..n).map(|_| Worker::new_lifo()).collect();
+        let registry = Arc::new(Registry::new(deques.iter().map(Worker::stealer).collect()));
+        let cores = if self.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let mut name = self.name.unwrap_or_else(|| Box::new(|i| format!("senders-worker-{i}")));
+        let mut threads = Vec::with_capacity(n);
+        for (index, deque) in deques.into_iter().enumerate() {
+            let worker_registry = registry.clone();
+            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let spawned = thread::Builder::new().name(name(index)).spawn(move || {
+                if let Some(core) = core {
+                    core_affinity::set_for_current(core);
+                }
+                WorkerThread::main_loop(worker_registry, index, deque);
+            });
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(e) => {
+                    let partial = StaticThreadPool { registry, threads };
+                    drop(partial);
+                    return Err(BuildError::Spawn(e));
+                }
+            }
+        }
+        Ok(StaticThreadPool { registry, threads })
+    }
+}
+
+/// A fixed set of work-stealing worker threads.
+///
+/// Its [`scheduler`](Self::scheduler) completes `schedule()` on a worker, and its
+/// [`PoolDomain`] customizes the algorithms it runs. Dropping the pool runs the work
+/// already queued, completes later submissions stopped, and joins the workers.
+pub struct StaticThreadPool {
+    registry: Arc<Registry>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl fmt::Debug for StaticThreadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StaticThreadPool").field("num_threads", &self.registry.num_threads()).finish()
+    }
+}
+
+impl StaticThreadPool {
+    /// A builder with the defaults: one thread per logical CPU, unpinned.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder { num_threads: None, name: None, pin: false }
+    }
+
+    /// A pool with `n` workers and default settings.
+    pub fn new(n: usize) -> Result<Self, BuildError> {
+        Self::builder().num_threads(n).build()
+    }
+
+    /// The pool's scheduler. Cheap to clone; equal for the same pool.
+    pub fn scheduler(&self) -> PoolScheduler {
+        PoolScheduler { registry: self.registry.clone() }
+    }
+
+    /// The number of worker threads.
+    pub fn num_threads(&self) -> usize {
+        self.registry.num_threads()
+    }
+}
+
+impl Drop for StaticThreadPool {
+    fn drop(&mut self) {
+        self.registry.terminate();
+        let me = thread::current().id();
+        for handle in self.threads.drain(..) {
+            // A worker dropping the pool (from a job) cannot join itself.
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+        self.registry.drain_after_exit();
+    }
+}
+
+/// The scheduler of a [`StaticThreadPool`]; its domain is [`PoolDomain`].
+#[derive(Clone)]
+pub struct PoolScheduler {
+    registry: Arc<Registry>,
+}
+
+impl PartialEq for PoolScheduler {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.registry, &other.registry)
+    }
+}
+
+impl fmt::Debug for PoolScheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PoolScheduler")
+    }
+}
+
+impl Scheduler for PoolScheduler {
+    type Domain = PoolDomain;
+    type Sender = PoolSender;
+    fn schedule(&self) -> PoolSender {
+        PoolSender { sch: self.clone() }
+    }
+}
+
+/// The sender of `PoolScheduler::schedule()`: completes on a worker of the pool.
+#[must_use = "senders do nothing unless connected and started"]
+#[derive(Clone)]
+pub struct PoolSender {
+    sch: PoolScheduler,
+}
+
+impl Sender for PoolSender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = PoolDomain;
+    type CompletionScheduler = PoolScheduler;
+    fn completion_scheduler(&self) -> PoolScheduler {
+        self.sch.clone()
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for PoolSender {
+    type Operation = PoolOp<R>;
+    fn connect(self, receiver: R) -> PoolOp<R> {
+        PoolOp { registry: self.sch.registry, rcvr: Some(receiver), _pin: PhantomPinned }
+    }
+}
+
+/// The operation state of `schedule()` on the pool. It is the job itself: scheduling
+/// allocates nothing.
+pub struct PoolOp<R> {
+    registry: Arc<Registry>,
+    rcvr: Option<R>,
+    _pin: PhantomPinned,
+}
+
+impl<R: Receiver<(), Infallible>> PoolOp<R> {
+    /// # Safety
+    ///
+    /// `data` points to a live, started `PoolOp<R>`; called once.
+    unsafe fn run(data: *const ()) {
+        let this = data.cast_mut().cast::<PoolOp<R>>();
+        // SAFETY: the job's operation is alive until it completes, which is now; nobody
+        // else touches `rcvr` or reads `registry` concurrently.
+        let (rcvr, exited) = unsafe { ((*this).rcvr.take(), (*this).registry.exited()) };
+        let Some(rcvr) = rcvr else { return };
+        if exited || rcvr.env().stop_token().stop_requested() {
+            rcvr.set_stopped();
+        } else {
+            rcvr.set_value(());
+        }
+    }
+}
+
+impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: nothing is moved out of the pinned operation; we take its address.
+        let this = unsafe { self.get_unchecked_mut() };
+        let registry = this.registry.clone();
+        let data: *const Self = this;
+        // SAFETY: the operation is pinned and, by `start`'s contract, alive until it
+        // completes, which only the job does; `run` matches `data`'s type.
+        let job = unsafe { JobRef::new(data.cast(), Self::run) };
+        if !registry.push(job) {
+            // SAFETY: the push was refused, so the job will never run; we still own it.
+            let rcvr = unsafe { (*data.cast_mut()).rcvr.take() };
+            if let Some(rcvr) = rcvr {
+                rcvr.set_stopped();
+            }
+        }
+    }
+}
