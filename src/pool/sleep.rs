@@ -1,7 +1,7 @@
 //! Sleep and wake-up of idle workers. The protocol and its argument are in
 //! `src/pool/README.md`.
 
-use crate::sync::{AtomicU8, AtomicUsize, Ordering, fence};
+use crate::sync::{AtomicUsize, Ordering};
 
 #[cfg(not(loom))]
 type Flag = parking_lot::Mutex<bool>;
@@ -12,21 +12,23 @@ type Flag = loom::sync::Mutex<bool>;
 #[cfg(loom)]
 type Signal = loom::sync::Condvar;
 
-const AWAKE: u8 = 0;
-const SLEEPING: u8 = 1;
+const BITS: usize = usize::BITS as usize;
 
 /// One worker's sleeping place, on its own cache line.
 #[repr(align(128))]
 struct Slot {
-    state: AtomicU8,
     woken: Flag,
     signal: Signal,
 }
 
 /// The sleep state of a pool's workers.
+///
+/// A worker is asleep exactly when its bit is set in `sleeping`. Setting the bit
+/// (going to sleep), clearing it (waking up, by the worker itself or by a waker that
+/// claims it) and reading the words (deciding whether anyone sleeps) are all RMWs of the
+/// same words, so they are totally ordered; the argument is in `README.md`.
 pub(crate) struct Sleep {
-    /// Workers that have announced they are going to sleep and were not woken yet.
-    sleepers: AtomicUsize,
+    sleeping: Box<[AtomicUsize]>,
     slots: Box<[Slot]>,
     /// Where the next wake-up starts looking, so wake-ups spread over the workers.
     next: AtomicUsize,
@@ -35,10 +37,8 @@ pub(crate) struct Sleep {
 impl Sleep {
     pub(crate) fn new(workers: usize) -> Self {
         Sleep {
-            sleepers: AtomicUsize::new(0),
-            slots: (0..workers)
-                .map(|_| Slot { state: AtomicU8::new(AWAKE), woken: Flag::new(false), signal: Signal::new() })
-                .collect(),
+            sleeping: (0..workers.div_ceil(BITS)).map(|_| AtomicUsize::new(0)).collect(),
+            slots: (0..workers).map(|_| Slot { woken: Flag::new(false), signal: Signal::new() }).collect(),
             next: AtomicUsize::new(0),
         }
     }
@@ -46,20 +46,18 @@ impl Sleep {
     /// Puts worker `index` to sleep unless `has_work` (checked after announcing the
     /// sleep) says there is something to do. Returns when woken or when work appeared.
     pub(crate) fn sleep(&self, index: usize, has_work: impl Fn() -> bool) {
-        let slot = &self.slots[index];
-        slot.state.store(SLEEPING, Ordering::SeqCst);
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
-        // Pairs with the fence in `wake_one`: either the pusher sees us in `sleepers`, or
-        // we see its job in `has_work`.
-        fence(Ordering::SeqCst);
+        let (word, bit) = (&self.sleeping[index / BITS], 1usize << (index % BITS));
+        // Announce. A pusher's RMW of this word either comes after this (and sees the
+        // bit) or before it (and then its push happens-before `has_work` below).
+        word.fetch_or(bit, Ordering::AcqRel);
         if has_work() {
-            // Take ourselves back, unless a waker already claimed us; then its signal is
+            // Take the bit back, unless a waker already claimed us: then its signal is
             // on the way and must be consumed.
-            if slot.state.compare_exchange(SLEEPING, AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            if word.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
                 return;
             }
         }
+        let slot = &self.slots[index];
         let mut woken = lock(&slot.woken);
         while !*woken {
             woken = wait(&slot.signal, woken);
@@ -67,37 +65,41 @@ impl Sleep {
         *woken = false;
     }
 
-    /// Wakes one sleeping worker, if any is sleeping. Called after work was pushed.
+    /// Wakes one sleeping worker, if any sleeps. Called after work was pushed.
     pub(crate) fn wake_one(&self) {
-        // Pairs with the fence in `sleep`.
-        fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        let n = self.slots.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        for i in (start..n).chain(0..start) {
-            if self.claim(i) {
-                return;
+        let words = self.sleeping.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % words;
+        for w in (start..words).chain(0..start) {
+            // An RMW read, not a load: it is ordered with the sleepers' `fetch_or`.
+            let mut bits = self.sleeping[w].fetch_or(0, Ordering::AcqRel);
+            while bits != 0 {
+                let bit = 1usize << bits.trailing_zeros();
+                if self.claim(w, bit) {
+                    return;
+                }
+                bits &= !bit;
             }
         }
     }
 
     /// Wakes every sleeping worker (shutdown).
     pub(crate) fn wake_all(&self) {
-        fence(Ordering::SeqCst);
-        for i in 0..self.slots.len() {
-            self.claim(i);
+        for w in 0..self.sleeping.len() {
+            let mut bits = self.sleeping[w].fetch_or(0, Ordering::AcqRel);
+            while bits != 0 {
+                let bit = 1usize << bits.trailing_zeros();
+                self.claim(w, bit);
+                bits &= !bit;
+            }
         }
     }
 
-    /// Wakes worker `i` if it is sleeping; true if this call did.
-    fn claim(&self, i: usize) -> bool {
-        let slot = &self.slots[i];
-        if slot.state.compare_exchange(SLEEPING, AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+    /// Wakes the worker with `bit` in word `w` if it still sleeps; true if this call did.
+    fn claim(&self, w: usize, bit: usize) -> bool {
+        if self.sleeping[w].fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
             return false;
         }
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        let slot = &self.slots[w * BITS + bit.trailing_zeros() as usize];
         *lock(&slot.woken) = true;
         slot.signal.notify_one();
         true
@@ -139,13 +141,15 @@ mod loom_tests {
             let worker = loom::thread::spawn(move || {
                 // The worker's loop: look for work, otherwise sleep, until it ran the job.
                 loop {
-                    if j.swap(false, Ordering::SeqCst) {
+                    if j.swap(false, Ordering::Acquire) {
                         return;
                     }
-                    s.sleep(0, || j.load(Ordering::SeqCst));
+                    s.sleep(0, || j.fetch_or(false, Ordering::Relaxed));
                 }
             });
-            job.store(true, Ordering::SeqCst);
+            // An RMW, not a plain store: loom 0.7 can let a later RMW in another thread
+            // read past a plain store even when the store happens-before it.
+            job.swap(true, Ordering::Release);
             sleep.wake_one();
             worker.join().unwrap();
         });
@@ -162,23 +166,23 @@ mod loom_tests {
                 let (s, j, d) = (sleep.clone(), jobs.clone(), done.clone());
                 handles.push(loom::thread::spawn(move || {
                     loop {
-                        let n = j.load(Ordering::SeqCst);
-                        if n > 0 && j.compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                            d.fetch_add(1, Ordering::SeqCst);
+                        // RMWs only, for the loom limitation described in the test above.
+                        if j.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok() {
+                            d.fetch_add(1, Ordering::Relaxed);
                             return;
                         }
-                        s.sleep(index, || j.load(Ordering::SeqCst) > 0);
+                        s.sleep(index, || j.fetch_add(0, Ordering::Relaxed) > 0);
                     }
                 }));
             }
             for _ in 0..2 {
-                jobs.fetch_add(1, Ordering::SeqCst);
+                jobs.fetch_add(1, Ordering::Release);
                 sleep.wake_one();
             }
             for h in handles {
                 h.join().unwrap();
             }
-            assert_eq!(done.load(Ordering::SeqCst), 2);
+            assert_eq!(done.load(Ordering::Relaxed), 2);
         });
     }
 }
