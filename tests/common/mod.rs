@@ -1,0 +1,427 @@
+//! Test-only senders, receivers and helpers shared by the behavioural test suites.
+//!
+//! - [`stop_probe`]: completes with whether its environment's stop token was requested.
+//! - [`wait_for_stop`]: blocks the thread it starts on until its environment's stop
+//!   token is requested (or a safety timeout passes), then completes stopped.
+//! - [`with_stop`]: runs a sender under an environment whose stop token is the given
+//!   source's, everything else forwarded.
+//! - [`cancel_on_stop`]: a cancellable sender in the style of a timer: it registers a
+//!   stop callback and completes stopped from inside that callback.
+//! - [`panic_message`]: runs a closure that must panic and returns the message.
+//! - [`Meeting`]: a two-party barrier with a timeout.
+
+#![allow(dead_code)]
+
+use std::any::{Any, TypeId};
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use senders::{
+    Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender,
+    SenderTo, StopCallback, StopToken,
+};
+
+/// How long a test-only sender waits for something that should happen promptly before
+/// giving up (so that a bug makes the test fail instead of hang).
+pub const SAFETY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `f`, which must panic, and returns the panic's message.
+pub fn panic_message<T>(f: impl FnOnce() -> T) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(_) => panic!("expected a panic, but the call returned normally"),
+        Err(payload) => payload_message(&*payload),
+    }
+}
+
+/// The message of a panic payload (`&str` or `String`), or a marker for other payloads.
+pub fn payload_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string payload>".to_owned()
+    }
+}
+
+/// The name of the current thread, owned.
+pub fn thread_name() -> Option<String> {
+    std::thread::current().name().map(str::to_owned)
+}
+
+/// A two-party meeting point with a timeout: `meet` returns `true` iff the other party
+/// arrived within the timeout.
+#[derive(Default)]
+pub struct Meeting {
+    arrived: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Meeting {
+    /// Arrives and waits (up to `timeout`) for the other party.
+    pub fn meet(&self, timeout: Duration) -> bool {
+        let mut n = self.arrived.lock().unwrap();
+        *n += 1;
+        self.cv.notify_all();
+        let (n, _) = self.cv.wait_timeout_while(n, timeout, |n| *n < 2).unwrap();
+        *n >= 2
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// stop_probe
+
+/// The sender of [`stop_probe`].
+pub struct StopProbe<E>(PhantomData<fn() -> E>);
+
+/// A sender that completes inline with `env.stop_token().stop_requested()`. Its error type
+/// is free so that it fits next to fallible siblings.
+pub fn stop_probe<E>() -> StopProbe<E> {
+    StopProbe(PhantomData)
+}
+
+impl<E> Sender for StopProbe<E> {
+    type Value = bool;
+    type Error = E;
+    const SENDS_STOPPED: bool = false;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<E, R: Receiver<bool, E>> SenderTo<R> for StopProbe<E> {
+    type Operation = ProbeOp<E, R>;
+    fn connect(self, receiver: R) -> ProbeOp<E, R> {
+        ProbeOp {
+            rcvr: Some(receiver),
+            _e: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The operation state of [`stop_probe`].
+pub struct ProbeOp<E, R> {
+    rcvr: Option<R>,
+    _e: PhantomData<fn() -> E>,
+    _pin: PhantomPinned,
+}
+
+impl<E, R: Receiver<bool, E>> OperationState for ProbeOp<E, R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `rcvr` is not structurally pinned; it is moved out, never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some(rcvr) = this.rcvr.take() {
+            let requested = rcvr.env().stop_token().stop_requested();
+            rcvr.set_value(requested);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// wait_for_stop
+
+/// What a [`wait_for_stop`] sender reports: whether it started, and whether it saw the
+/// stop request it waits for.
+#[derive(Debug, Default)]
+pub struct WaitProbe {
+    started: AtomicBool,
+    saw_stop: AtomicBool,
+}
+
+impl WaitProbe {
+    /// Waits (up to [`SAFETY_TIMEOUT`]) until the sender has started; returns whether it did.
+    pub fn wait_started(&self) -> bool {
+        let deadline = Instant::now() + SAFETY_TIMEOUT;
+        while !self.started.load(Ordering::SeqCst) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Whether the sender saw a stop request while it was running.
+    pub fn saw_stop(&self) -> bool {
+        self.saw_stop.load(Ordering::SeqCst)
+    }
+}
+
+/// The sender of [`wait_for_stop`].
+pub struct WaitForStop<'a, E> {
+    probe: &'a WaitProbe,
+    _e: PhantomData<fn() -> E>,
+}
+
+/// A sender that, when started, marks `probe` started and blocks the starting thread
+/// polling its environment's stop token. When stop is requested it records that in
+/// `probe` and completes stopped; if [`SAFETY_TIMEOUT`] passes first, it completes with
+/// `()` and the probe shows no stop.
+///
+/// Wrap it in `starts_on(ctx.scheduler(), ..)` so that it blocks a context's thread.
+pub fn wait_for_stop<E>(probe: &WaitProbe) -> WaitForStop<'_, E> {
+    WaitForStop {
+        probe,
+        _e: PhantomData,
+    }
+}
+
+impl<E> Sender for WaitForStop<'_, E> {
+    type Value = ();
+    type Error = E;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<'a, E, R: Receiver<(), E>> SenderTo<R> for WaitForStop<'a, E> {
+    type Operation = WaitOp<'a, E, R>;
+    fn connect(self, receiver: R) -> WaitOp<'a, E, R> {
+        WaitOp {
+            probe: self.probe,
+            rcvr: Some(receiver),
+            _e: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The operation state of [`wait_for_stop`].
+pub struct WaitOp<'a, E, R> {
+    probe: &'a WaitProbe,
+    rcvr: Option<R>,
+    _e: PhantomData<fn() -> E>,
+    _pin: PhantomPinned,
+}
+
+impl<E, R: Receiver<(), E>> OperationState for WaitOp<'_, E, R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: no field is structurally pinned; `rcvr` is moved out, never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        let Some(rcvr) = this.rcvr.take() else { return };
+        this.probe.started.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + SAFETY_TIMEOUT;
+        loop {
+            if rcvr.env().stop_token().stop_requested() {
+                this.probe.saw_stop.store(true, Ordering::SeqCst);
+                rcvr.set_stopped();
+                return;
+            }
+            if Instant::now() >= deadline {
+                rcvr.set_value(());
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// with_stop
+
+/// The sender of [`with_stop`].
+pub struct WithStop<'a, S> {
+    sndr: S,
+    token: StopToken<'a>,
+}
+
+/// Runs `sndr` with `source`'s token as the stop token of its environment; the scheduler,
+/// domain and user queries are the parent's.
+pub fn with_stop<S: Sender>(source: &InplaceStopSource, sndr: S) -> WithStop<'_, S> {
+    WithStop {
+        sndr,
+        token: source.token(),
+    }
+}
+
+impl<S: Sender> Sender for WithStop<'_, S> {
+    type Value = S::Value;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> S::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+impl<'a, S, R> SenderTo<R> for WithStop<'a, S>
+where
+    S: Sender + SenderTo<StopEnvReceiver<'a, <S as Sender>::Value, <S as Sender>::Error, R>>,
+    R: Receiver<<S as Sender>::Value, <S as Sender>::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(StopEnvReceiver {
+            rcvr: receiver,
+            token: self.token,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// The receiver of [`with_stop`]; it is its own environment.
+pub struct StopEnvReceiver<'a, V, E, R> {
+    rcvr: R,
+    token: StopToken<'a>,
+    _t: PhantomData<fn() -> (V, E)>,
+}
+
+// SAFETY: a shared reference only reaches the environment: the token (a shared borrow of a
+// `Sync` source) and the parent's env (`Sync`), never the parent receiver's completions.
+unsafe impl<V, E, R: Receiver<V, E>> Sync for StopEnvReceiver<'_, V, E, R> where R::Env: Sync {}
+
+impl<V, E, R: Receiver<V, E>> Env for StopEnvReceiver<'_, V, E, R> {
+    type Scheduler = <R::Env as Env>::Scheduler;
+    type Domain = <R::Env as Env>::Domain;
+    fn scheduler(&self) -> Self::Scheduler {
+        self.rcvr.env().scheduler()
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.token
+    }
+    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        self.rcvr.env().prop(key)
+    }
+}
+
+impl<V, E, R: Receiver<V, E>> Receiver<V, E> for StopEnvReceiver<'_, V, E, R> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        self.rcvr.set_value(value)
+    }
+    fn set_error(self, error: E) {
+        self.rcvr.set_error(error)
+    }
+    fn set_stopped(self) {
+        self.rcvr.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// cancel_on_stop
+
+/// The sender of [`cancel_on_stop`].
+pub struct CancelOnStop<'a, E> {
+    registered: &'a AtomicBool,
+    _e: PhantomData<fn() -> E>,
+}
+
+/// A sender that never completes on its own: when started it registers a stop callback
+/// on its environment's token (then sets `registered`), and that callback completes it
+/// stopped, inline, on the thread that requested stop.
+///
+/// Only use it where stop is requested after `registered` is set (it never completes
+/// under a token that cannot stop).
+pub fn cancel_on_stop<E>(registered: &AtomicBool) -> CancelOnStop<'_, E> {
+    CancelOnStop {
+        registered,
+        _e: PhantomData,
+    }
+}
+
+impl<E> Sender for CancelOnStop<'_, E> {
+    type Value = ();
+    type Error = E;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<'a, E, R: Receiver<(), E>> SenderTo<R> for CancelOnStop<'a, E> {
+    type Operation = CancelOp<'a, E, R>;
+    fn connect(self, receiver: R) -> CancelOp<'a, E, R> {
+        CancelOp {
+            rcvr: std::cell::UnsafeCell::new(Some(receiver)),
+            callback: None,
+            registered: self.registered,
+            _e: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// A pointer to a pinned [`CancelOp`], erased so that the callback is `'static`.
+struct OpPtr(*const ());
+// SAFETY: the callback that carries it runs on the stop-requesting thread; the operation
+// it points to is pinned and alive until its receiver completes, which only the callback
+// does, and the receiver it completes is `Send` (the operation is only started under
+// roots that move it across threads when it is).
+unsafe impl Send for OpPtr {}
+impl OpPtr {
+    fn get(&self) -> *const () {
+        self.0
+    }
+}
+
+/// The operation state of [`cancel_on_stop`].
+pub struct CancelOp<'a, E, R> {
+    rcvr: std::cell::UnsafeCell<Option<R>>,
+    callback: Option<StopCallback<'static, Box<dyn FnOnce() + Send>>>,
+    registered: &'a AtomicBool,
+    _e: PhantomData<fn() -> E>,
+    _pin: PhantomPinned,
+}
+
+impl<E, R: Receiver<(), E>> CancelOp<'_, E, R> {
+    /// The stop callback: completes the operation stopped.
+    ///
+    /// # Safety
+    ///
+    /// `this` points to a started, pinned `CancelOp<E, R>`; called once.
+    unsafe fn fire(this: *const ()) {
+        // SAFETY: per the contract, the operation is alive; only this call takes the
+        // receiver (`start` no longer touches it once the callback is registered).
+        let rcvr = unsafe { (*(*this.cast::<Self>()).rcvr.get()).take() };
+        if let Some(rcvr) = rcvr {
+            // The callback node is no longer linked (it is running); its owner's drop
+            // waits for this call to return if it happens on another thread.
+            rcvr.set_stopped();
+        }
+    }
+}
+
+impl<E, R: Receiver<(), E>> OperationState for CancelOp<'_, E, R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `callback` is pinned in place below and never moved; the other fields
+        // are not structurally pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: the receiver is present until the callback takes it, after registration.
+        let env_token = unsafe { (*this.rcvr.get()).as_ref() }
+            .expect("started once")
+            .env()
+            .stop_token();
+        // SAFETY: the source outlives the operation (it belongs to the parent's env), and
+        // the callback is dropped with the operation, before the parent goes away.
+        let token = unsafe { env_token.detach() };
+        let ptr = OpPtr((this as *const Self).cast());
+        let fire: unsafe fn(*const ()) = Self::fire;
+        let cb: Box<dyn FnOnce() + Send> = Box::new(move || {
+            // SAFETY: `ptr` is this pinned, started operation; the callback runs once.
+            unsafe { fire(ptr.get()) }
+        });
+        let registered = this.registered;
+        let slot = this.callback.insert(StopCallback::new(token, cb));
+        // SAFETY: the callback lives in the pinned operation and is never moved.
+        unsafe { Pin::new_unchecked(slot) }.register();
+        registered.store(true, Ordering::SeqCst);
+    }
+}
