@@ -23,7 +23,7 @@
 //! returned the untransformed sender itself would make the types cyclic, which is a
 //! compile error rather than an endless loop.
 
-use crate::adaptors::bulk::{Bulk, BulkFn};
+use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachFn, BulkFn};
 use crate::adaptors::then::{Then, ThenFn};
 use crate::adaptors::when_all::{SenderTuple, WhenAll};
 use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
@@ -56,6 +56,19 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
         env: Option<&E>,
     ) -> Self::Bulk<S, F>;
 
+    /// The sender `transform_bulk_each` produces.
+    type BulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>: Sender<Value = S::Value, Error = S::Error>
+    where
+        S::Value: AsMut<[T]>;
+    /// Transforms a `bulk_each` sender; `env` is `None` for early, `Some` for late.
+    fn transform_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>, E: Env>(
+        self,
+        sndr: BulkEach<S, T, F>,
+        env: Option<&E>,
+    ) -> Self::BulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+
     /// The sender `transform_when_all` produces.
     type WhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
     /// Transforms a `when_all` sender; `env` is `None` for early, `Some` for late.
@@ -82,7 +95,7 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
 /// #[derive(Clone, Copy, Default)]
 /// struct Traced;
 /// impl Domain for Traced {
-///     default_transforms!(then, bulk, when_all);
+///     default_transforms!(then, bulk, bulk_each, when_all);
 /// }
 /// ```
 #[macro_export]
@@ -108,6 +121,21 @@ macro_rules! default_transforms {
             sndr.lower()
         }
     };
+    (@one bulk_each) => {
+        type BulkEach<S: $crate::Sender, T, F: $crate::BulkEachFn<T, S::Error>> = $crate::BulkEachImpl<S, T, F>
+        where
+            S::Value: ::core::convert::AsMut<[T]>;
+        fn transform_bulk_each<S: $crate::Sender, T, F: $crate::BulkEachFn<T, S::Error>, E: $crate::Env>(
+            self,
+            sndr: $crate::BulkEach<S, T, F>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::BulkEachImpl<S, T, F>
+        where
+            S::Value: ::core::convert::AsMut<[T]>,
+        {
+            sndr.lower()
+        }
+    };
     (@one when_all) => {
         type WhenAll<C: $crate::SenderTuple> = $crate::WhenAllImpl<C>;
         fn transform_when_all<C: $crate::SenderTuple, E: $crate::Env>(
@@ -125,7 +153,7 @@ macro_rules! default_transforms {
 pub struct DefaultDomain;
 
 impl Domain for DefaultDomain {
-    default_transforms!(then, bulk, when_all);
+    default_transforms!(then, bulk, bulk_each, when_all);
 }
 
 /// The absence of a known domain. It resolves to [`DefaultDomain`], but unlike it,
@@ -151,6 +179,15 @@ pub trait MaybeDomain: Copy + Default + Send + Sync + 'static {
     /// Early customization of `bulk`.
     fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> Self::EarlyBulk<S, F>;
 
+    /// The sender an early-customized `bulk_each` becomes.
+    type EarlyBulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>: Sender<Value = S::Value, Error = S::Error>
+    where
+        S::Value: AsMut<[T]>;
+    /// Early customization of `bulk_each`.
+    fn early_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(sndr: BulkEach<S, T, F>) -> Self::EarlyBulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+
     /// The sender an early-customized `when_all` becomes.
     type EarlyWhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
     /// Early customization of `when_all`.
@@ -167,6 +204,16 @@ impl MaybeDomain for NoDomain {
     }
     type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>> = Bulk<S, F>;
     fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> Bulk<S, F> {
+        sndr
+    }
+    type EarlyBulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
+        = BulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+    fn early_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(sndr: BulkEach<S, T, F>) -> BulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>,
+    {
         sndr
     }
     type EarlyWhenAll<C: SenderTuple> = WhenAll<C>;
@@ -186,6 +233,16 @@ impl<D: Domain> MaybeDomain for D {
     type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>> = D::Bulk<S, F>;
     fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> D::Bulk<S, F> {
         D::default().transform_bulk::<S, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyBulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
+        = D::BulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+    fn early_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(sndr: BulkEach<S, T, F>) -> D::BulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>,
+    {
+        D::default().transform_bulk_each::<S, T, F, EmptyEnv>(sndr, None)
     }
     type EarlyWhenAll<C: SenderTuple> = D::WhenAll<C>;
     fn early_when_all<C: SenderTuple>(sndr: WhenAll<C>) -> D::WhenAll<C> {

@@ -79,6 +79,25 @@ pub trait SenderExt: Sender {
         bulk::bulk(self, shape, f)
     }
 
+    /// `bulk_each(sndr, f)`: runs `f(i, &mut value[i])` for every element of the value's
+    /// slice (`V: AsMut<[T]>`), then completes with the value. Each element is visited
+    /// exactly once, so iterations may run in parallel with exclusive access to their
+    /// element. Customizable by domains; the default visits the elements in order.
+    ///
+    /// ```
+    /// use senders::{just, sync_wait, SenderExt};
+    /// let v = sync_wait(just(vec![1.0, 2.0]).bulk_each(|_, x: &mut f64| *x += 1.0));
+    /// assert_eq!(v.unwrap(), Some(vec![2.0, 3.0]));
+    /// ```
+    fn bulk_each<T, F, O>(self, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulkEach<Self, T, F>
+    where
+        Self::Value: AsMut<[T]>,
+        F: Fn(usize, &mut T) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_each(self, f)
+    }
+
     /// `let_value(sndr, f)`: continues with the sender `f(value)`. The second sender
     /// sees the predecessor's domain and completion scheduler as current.
     ///

@@ -25,7 +25,9 @@ mod sender;
 mod stop;
 mod sync;
 
-pub use adaptors::bulk::{Bulk, BulkFn, BulkImpl, BulkOutcome, BulkReceiver};
+pub use adaptors::bulk::{
+    Bulk, BulkEach, BulkEachFn, BulkEachImpl, BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver,
+};
 pub use adaptors::when_all::{
     ConnectTuple, DomainFold, ForwardStop, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
     start_erased, when_all, when_all_with_variant,
@@ -56,8 +58,8 @@ pub use factories::just::{Just, JustError, JustOp, JustStopped, just, just_error
 pub use factories::read_env::{ReadEnv, ReadEnvOp, read_env};
 pub use panic::Panic;
 pub use pool::{
-    BuildError, BulkState, ForkOnPool, PoolBuilder, PoolBulk, PoolBulkOp, PoolBulkReceiver, PoolDomain, PoolOp,
-    PoolScheduler, PoolSender, StaticThreadPool,
+    BuildError, BulkState, EachKernel, ForkOnPool, Kernel, PoolBuilder, PoolBulk, PoolBulkEach, PoolBulkOp,
+    PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
 };
 pub use receiver::Receiver;
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};

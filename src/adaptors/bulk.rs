@@ -1,5 +1,7 @@
 //! `bulk`: run `f(i, &value)` for every `i` in `0..shape`, then pass the value on.
 
+use std::marker::PhantomData;
+
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::env::Env;
 use crate::panic::{Panic, catch};
@@ -169,4 +171,153 @@ pub(crate) fn bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(
     f: F,
 ) -> <S::Domain as MaybeDomain>::EarlyBulk<S, F> {
     <S::Domain as MaybeDomain>::early_bulk(Bulk::new(sndr, shape, f))
+}
+
+/// A function `bulk_each` applies to every element: implemented for every
+/// `Fn(usize, &mut T) -> O` where `O` is `()` or `Result<(), E>`.
+pub trait BulkEachFn<T, E> {
+    /// Runs the iteration for element `i`.
+    fn call(&self, i: usize, item: &mut T) -> Result<(), E>;
+}
+
+impl<T, E, O: BulkOutcome<E>, F: Fn(usize, &mut T) -> O> BulkEachFn<T, E> for F {
+    #[inline]
+    fn call(&self, i: usize, item: &mut T) -> Result<(), E> {
+        self(i, item).into_result()
+    }
+}
+
+/// The untransformed sender of `bulk_each(sndr, f)`: `f(i, &mut value[i])` for every
+/// element of the value's slice, then the value.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkEach<S, T, F> {
+    sndr: S,
+    f: F,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+impl<S, T, F> BulkEach<S, T, F> {
+    /// Builds the untransformed sender. Prefer
+    /// [`SenderExt::bulk_each`](crate::SenderExt::bulk_each).
+    pub fn new(sndr: S, f: F) -> Self {
+        BulkEach { sndr, f, _t: PhantomData }
+    }
+    /// The predecessor and the function.
+    pub fn into_parts(self) -> (S, F) {
+        (self.sndr, self.f)
+    }
+    /// The default, sequential implementation.
+    pub fn lower(self) -> BulkEachImpl<S, T, F> {
+        BulkEachImpl { sndr: self.sndr, f: self.f, _t: PhantomData }
+    }
+}
+
+/// The default `bulk_each`: visits the elements in order on the thread that delivered
+/// the value, with the same error, panic and stop rules as the default `bulk`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkEachImpl<S, T, F> {
+    sndr: S,
+    f: F,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+macro_rules! bulk_each_sender {
+    ($name:ident) => {
+        impl<S: Sender, T, F: BulkEachFn<T, S::Error>> Sender for $name<S, T, F>
+        where
+            S::Value: AsMut<[T]>,
+        {
+            type Value = S::Value;
+            type Error = S::Error;
+            const SENDS_STOPPED: bool = true;
+            type Domain = S::Domain;
+            type CompletionScheduler = S::CompletionScheduler;
+            fn completion_scheduler(&self) -> Self::CompletionScheduler {
+                self.sndr.completion_scheduler()
+            }
+        }
+    };
+}
+bulk_each_sender!(BulkEach);
+bulk_each_sender!(BulkEachImpl);
+
+impl<S, T, F, R> SenderTo<R> for BulkEach<S, T, F>
+where
+    S: Sender,
+    S::Value: AsMut<[T]>,
+    F: BulkEachFn<T, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+    <LateDomain<S, R::Env> as Domain>::BulkEach<S, T, F>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<S, R::Env> as Domain>::BulkEach<S, T, F> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<S, R::Env>>::default();
+        domain.transform_bulk_each(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+impl<S, T, F, R> SenderTo<R> for BulkEachImpl<S, T, F>
+where
+    S: Sender + SenderTo<BulkEachReceiver<T, F, R>>,
+    S::Value: AsMut<[T]>,
+    F: BulkEachFn<T, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(BulkEachReceiver { f: self.f, rcvr: receiver, _t: PhantomData })
+    }
+}
+
+/// The receiver the default `bulk_each` connects its predecessor to.
+pub struct BulkEachReceiver<T, F, R> {
+    f: F,
+    rcvr: R,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E> for BulkEachReceiver<T, F, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, mut value: V) {
+        let BulkEachReceiver { f, rcvr, .. } = self;
+        let run = catch(|| {
+            let token = rcvr.env().stop_token();
+            for (i, item) in value.as_mut().iter_mut().enumerate() {
+                if i % STOP_CHECK_INTERVAL == 0 && token.stop_requested() {
+                    return Ok(false);
+                }
+                f.call(i, item)?;
+            }
+            Ok(true)
+        });
+        match run {
+            Ok(Ok(true)) => rcvr.set_value(value),
+            Ok(Ok(false)) => rcvr.set_stopped(),
+            Ok(Err(e)) => rcvr.set_error(e),
+            Err(p) => rcvr.set_panic(p),
+        }
+    }
+    fn set_error(self, error: E) {
+        self.rcvr.set_error(error)
+    }
+    fn set_stopped(self) {
+        self.rcvr.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.rcvr.set_panic(panic)
+    }
+}
+
+/// Early customization entry used by [`SenderExt::bulk_each`](crate::SenderExt::bulk_each).
+pub(crate) fn bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(
+    sndr: S,
+    f: F,
+) -> <S::Domain as MaybeDomain>::EarlyBulkEach<S, T, F>
+where
+    S::Value: AsMut<[T]>,
+{
+    <S::Domain as MaybeDomain>::early_bulk_each(BulkEach::new(sndr, f))
 }

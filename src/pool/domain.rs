@@ -7,11 +7,11 @@
 //! default, sequential behaviour.
 
 use std::cell::UnsafeCell;
-use std::marker::PhantomPinned;
+use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 
 use super::{JobRef, WorkerThread};
-use crate::adaptors::bulk::{Bulk, BulkFn};
+use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachFn, BulkFn};
 use crate::adaptors::then::{Then, ThenFn, ThenImpl};
 use crate::adaptors::when_all::{ConnectTuple, SenderTuple, StartPolicy, WhenAll, WhenAllImpl};
 use crate::domain::Domain;
@@ -41,6 +41,22 @@ impl Domain for PoolDomain {
     ) -> PoolBulk<S, F> {
         let (sndr, shape, f) = sndr.into_parts();
         PoolBulk { sndr, shape, f }
+    }
+
+    type BulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
+        = PoolBulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+    fn transform_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>, E: Env>(
+        self,
+        sndr: BulkEach<S, T, F>,
+        _: Option<&E>,
+    ) -> PoolBulkEach<S, T, F>
+    where
+        S::Value: AsMut<[T]>,
+    {
+        let (sndr, f) = sndr.into_parts();
+        PoolBulkEach { sndr, f, _t: PhantomData }
     }
 
     type WhenAll<C: SenderTuple> = WhenAllImpl<C, ForkOnPool>;
@@ -85,6 +101,69 @@ enum Failure<E> {
     Panic(Panic),
 }
 
+/// What one iteration of a parallel bulk does, and how it reaches its data.
+///
+/// # Safety
+///
+/// `ready` and `call` must only touch the value through the pointer they are given, as
+/// their contracts say; the pool relies on this to run `call` concurrently.
+pub unsafe trait Kernel<V, E>: Sync {
+    /// What the iterations need from the value (a pointer), computed once it arrived.
+    type Ready: Copy;
+    /// Prepares the iterations: returns the data they use and the number of iterations.
+    ///
+    /// # Safety
+    ///
+    /// `value` is valid and exclusively ours for this call; called once, before `call`.
+    unsafe fn ready(&self, value: *mut V) -> (Self::Ready, usize);
+    /// Runs iteration `i`.
+    ///
+    /// # Safety
+    ///
+    /// `ready` came from `Self::ready` on a value that is still alive and not otherwise
+    /// accessed; `i` is below the shape it returned, and no other call runs `i`.
+    unsafe fn call(&self, ready: Self::Ready, i: usize) -> Result<(), E>;
+}
+
+/// The kernel of `bulk`: `f(i, &value)`.
+pub struct SharedKernel<F> {
+    f: F,
+    shape: usize,
+}
+
+// SAFETY: iterations only read the value through a shared reference.
+unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for SharedKernel<F> {
+    type Ready = *const V;
+    unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
+        (value, self.shape)
+    }
+    unsafe fn call(&self, value: *const V, i: usize) -> Result<(), E> {
+        // SAFETY: the value is alive and only read while iterations run.
+        self.f.call(i, unsafe { &*value })
+    }
+}
+
+/// The kernel of `bulk_each`: `f(i, &mut value.as_mut()[i])`.
+pub struct EachKernel<T, F> {
+    f: F,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+// SAFETY: `ready` derives the element pointer from one exclusive borrow; each `call`
+// makes a `&mut` to its own element only, and indices are run by exactly one call.
+unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> for EachKernel<T, F> {
+    type Ready = *mut T;
+    unsafe fn ready(&self, value: *mut V) -> (*mut T, usize) {
+        // SAFETY: the caller gives us exclusive access for this call.
+        let slice = unsafe { (*value).as_mut() };
+        (slice.as_mut_ptr(), slice.len())
+    }
+    unsafe fn call(&self, base: *mut T, i: usize) -> Result<(), E> {
+        // SAFETY: `i` is in bounds and no other call touches element `i`.
+        self.f.call(i, unsafe { &mut *base.add(i) })
+    }
+}
+
 /// The sender of `bulk` customized by the pool.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct PoolBulk<S, F> {
@@ -104,23 +183,55 @@ impl<S: Sender, F: BulkFn<S::Value, S::Error>> Sender for PoolBulk<S, F> {
     }
 }
 
-/// The state of a running parallel `bulk`, shared by its chunks.
-pub struct BulkState<V, E, F, R> {
-    rcvr: UnsafeCell<Option<R>>,
+/// The sender of `bulk_each` customized by the pool.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct PoolBulkEach<S, T, F> {
+    sndr: S,
     f: F,
-    shape: usize,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+impl<S: Sender, T, F: BulkEachFn<T, S::Error>> Sender for PoolBulkEach<S, T, F>
+where
+    S::Value: AsMut<[T]>,
+{
+    type Value = S::Value;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = true;
+    type Domain = S::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> S::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
+}
+
+/// The state of a running parallel bulk, shared by its chunks.
+pub struct BulkState<V, E, K: Kernel<V, E>, R> {
+    rcvr: UnsafeCell<Option<R>>,
+    kernel: K,
     value: UnsafeCell<Option<V>>,
+    /// The kernel's data and the shape, once the value arrived.
+    ready: UnsafeCell<Option<(K::Ready, usize)>>,
     /// Chunks started and not yet finished (the root counts as one).
     pending: AtomicUsize,
     state: AtomicU8,
     failure: UnsafeCell<Option<Failure<E>>>,
 }
 
-impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
+// SAFETY: the kernel's `Ready` pointer only points into this state's own value, which
+// moves with it; everything else is owned data, `Send` by these bounds.
+unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Send> Send for BulkState<V, E, K, R> {}
+
+impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
     fn env(&self) -> &R::Env {
-        // SAFETY: the receiver stays in place until `complete` takes it, after every
-        // chunk has finished.
+        // SAFETY: the receiver stays in place until `arrive` takes it, after every chunk
+        // has finished.
         unsafe { (*self.rcvr.get()).as_ref() }.expect("bulk: env after completion").env()
+    }
+
+    fn take_rcvr(&self) -> R {
+        // SAFETY: only the completion takes the receiver, once.
+        unsafe { (*self.rcvr.get()).take() }.expect("bulk completes once")
     }
 
     fn fail(&self, failure: Option<Failure<E>>) {
@@ -143,9 +254,8 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
 
     /// Runs iterations `lo..hi`, stopping early once the bulk failed or was stopped.
     fn run_range(&self, lo: usize, hi: usize) {
-        // SAFETY: the value is written before any chunk runs and only read until the
-        // completer takes it after the last chunk.
-        let value = unsafe { (*self.value.get()).as_ref() }.expect("bulk: value present");
+        // SAFETY: written by `start_with` before any chunk runs, then only read.
+        let (ready, _) = unsafe { (*self.ready.get()).expect("bulk: value prepared") };
         let token = self.env().stop_token();
         let run = catch(|| {
             let mut i = lo;
@@ -159,7 +269,8 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
                 }
                 let end = hi.min(i + STOP_CHECK);
                 for j in i..end {
-                    self.f.call(j, value)?;
+                    // SAFETY: each index of `0..shape` is in exactly one range, run once.
+                    unsafe { self.kernel.call(ready, j) }?;
                 }
                 i = end;
             }
@@ -170,6 +281,35 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
             Ok(Err(e)) => self.fail(Some(Failure::Error(e))),
             Err(p) => self.fail(Some(Failure::Panic(p))),
         }
+    }
+
+    /// Takes the value, prepares the kernel, and runs the bulk: split across the pool
+    /// when on a worker and large enough, otherwise in order on this thread.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live state of a started bulk, and no chunk runs yet.
+    unsafe fn start_with(this: *const Self, value: V) {
+        // SAFETY: no chunk runs yet, so the slots are ours; the value stays in place
+        // (pinned operation) until the completion takes it.
+        let shape = unsafe {
+            let s = &*this;
+            let slot = (*s.value.get()).insert(value);
+            let (ready, shape) = s.kernel.ready(slot);
+            *s.ready.get() = Some((ready, shape));
+            shape
+        };
+        WorkerThread::with_current(|worker| match worker {
+            Some(worker) if shape > MIN_CHUNK => {
+                // SAFETY: we hold the root count.
+                unsafe { Self::process(this, worker, 0, shape, worker.registry().num_threads()) }
+            }
+            // SAFETY: as above; off the pool (or small), run in order here.
+            _ => unsafe {
+                (*this).run_range(0, shape);
+                Self::arrive(this);
+            },
+        })
     }
 
     /// Splits `lo..hi` while it is large and the split budget lasts, pushing the right
@@ -188,7 +328,7 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
             let job = Box::new(BulkJob { state: this, lo: mid, hi, splits, origin: worker.index() });
             // SAFETY: the job owns one count, so the state outlives it; `BulkJob::run`
             // matches the boxed type and frees it.
-            worker.push_local(unsafe { JobRef::new(Box::into_raw(job).cast(), BulkJob::<V, E, F, R>::run) });
+            worker.push_local(unsafe { JobRef::new(Box::into_raw(job).cast(), BulkJob::<V, E, K, R>::run) });
             hi = mid;
         }
         s.run_range(lo, hi);
@@ -207,7 +347,7 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
         // SAFETY: every chunk has finished: exclusive access.
         unsafe {
             let s = &*this;
-            let rcvr = (*s.rcvr.get()).take().expect("bulk completes once");
+            let rcvr = s.take_rcvr();
             let value = (*s.value.get()).take().expect("bulk: value present");
             match s.state.load(Ordering::Relaxed) {
                 RUNNING => rcvr.set_value(value),
@@ -222,19 +362,19 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkState<V, E, F, R> {
     }
 }
 
-/// A stealable piece of a parallel `bulk`.
-struct BulkJob<V, E, F, R> {
-    state: *const BulkState<V, E, F, R>,
+/// A stealable piece of a parallel bulk.
+struct BulkJob<V, E, K: Kernel<V, E>, R> {
+    state: *const BulkState<V, E, K, R>,
     lo: usize,
     hi: usize,
     splits: usize,
     origin: usize,
 }
 
-impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkJob<V, E, F, R> {
+impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkJob<V, E, K, R> {
     /// # Safety
     ///
-    /// `data` is a `Box<BulkJob<V, E, F, R>>` turned into a raw pointer; called once.
+    /// `data` is a `Box<BulkJob<V, E, K, R>>` turned into a raw pointer; called once.
     unsafe fn run(data: *const ()) {
         // SAFETY: the caller's contract.
         let job = unsafe { Box::from_raw(data.cast_mut().cast::<Self>()) };
@@ -246,110 +386,119 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> BulkJob<V, E, F, R> {
                 // SAFETY: the job owns one count.
                 unsafe { BulkState::process(job.state, worker, job.lo, job.hi, splits) }
             }
-            None => {
-                // SAFETY: as above; off the pool there is nobody to split for.
-                unsafe {
-                    (*job.state).run_range(job.lo, job.hi);
-                    BulkState::arrive(job.state);
-                }
-            }
+            // SAFETY: as above; off the pool there is nobody to split for.
+            None => unsafe {
+                (*job.state).run_range(job.lo, job.hi);
+                BulkState::arrive(job.state);
+            },
         })
     }
 }
 
-/// The receiver of the pool `bulk`'s predecessor.
-pub struct PoolBulkReceiver<V, E, F, R> {
-    state: *const BulkState<V, E, F, R>,
+/// The receiver of a pool bulk's predecessor.
+pub struct PoolBulkReceiver<V, E, K: Kernel<V, E>, R> {
+    state: *const BulkState<V, E, K, R>,
 }
 
-// SAFETY: the value is shared by chunks on every worker (`Sync`) and moved to the thread
-// of the last chunk (`Send`); `f` is called from every worker (`Sync`); the final
-// receiver completes on any worker (`Send`) and its env is read by all (`Sync`).
-unsafe impl<V: Send + Sync, E: Send, F: Sync + Send, R: Receiver<V, E> + Send> Send for PoolBulkReceiver<V, E, F, R> where
+// SAFETY: the value moves to the thread of the last chunk (`Send`) and the kernel runs
+// on every worker (`Kernel: Sync`, which also requires what iterations share to be
+// `Sync` and what they mutate to be `Send`); the final receiver completes on any worker
+// (`Send`) and its env is read by all (`Sync`).
+unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Receiver<V, E> + Send> Send for PoolBulkReceiver<V, E, K, R> where
     R::Env: Sync
 {
 }
 
-impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for PoolBulkReceiver<V, E, F, R> {
+impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> Receiver<V, E> for PoolBulkReceiver<V, E, K, R> {
     type Env = R::Env;
     fn env(&self) -> &R::Env {
         // SAFETY: the state outlives this receiver.
         unsafe { (*self.state).env() }
     }
     fn set_value(self, value: V) {
-        let state = self.state;
-        // SAFETY: the state is pinned in the operation; no chunk runs yet, so the value
-        // slot is ours, and we hold the root count.
-        unsafe {
-            *(*state).value.get() = Some(value);
-            let shape = (*state).shape;
-            WorkerThread::with_current(|worker| match worker {
-                Some(worker) if shape > MIN_CHUNK => {
-                    BulkState::process(state, worker, 0, shape, worker.registry().num_threads())
-                }
-                _ => {
-                    (*state).run_range(0, shape);
-                    BulkState::arrive(state);
-                }
-            })
-        }
+        // SAFETY: the state is pinned in the started operation and no chunk runs yet.
+        unsafe { BulkState::start_with(self.state, value) }
     }
     fn set_error(self, error: E) {
-        // SAFETY: no chunk ever runs; the receiver is ours to complete.
-        unsafe { (*(*self.state).rcvr.get()).take() }.expect("bulk completes once").set_error(error)
+        // SAFETY: the state outlives this receiver; no chunk ever runs.
+        unsafe { (*self.state).take_rcvr() }.set_error(error)
     }
     fn set_stopped(self) {
         // SAFETY: as in `set_error`.
-        unsafe { (*(*self.state).rcvr.get()).take() }.expect("bulk completes once").set_stopped()
+        unsafe { (*self.state).take_rcvr() }.set_stopped()
     }
     fn set_panic(self, panic: Panic) {
         // SAFETY: as in `set_error`.
-        unsafe { (*(*self.state).rcvr.get()).take() }.expect("bulk completes once").set_panic(panic)
+        unsafe { (*self.state).take_rcvr() }.set_panic(panic)
     }
 }
 
-/// The operation state of the pool `bulk`.
-pub struct PoolBulkOp<S, F, R>
+/// The operation state of a pool bulk.
+pub struct PoolBulkOp<S, K, R>
 where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, F, R>>,
-    F: BulkFn<S::Value, S::Error>,
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
+    K: Kernel<S::Value, S::Error>,
     R: Receiver<S::Value, S::Error>,
 {
-    state: BulkState<S::Value, S::Error, F, R>,
+    state: BulkState<S::Value, S::Error, K, R>,
     sndr: Option<S>,
     child: Option<S::Operation>,
     _pin: PhantomPinned,
 }
 
-impl<S, F, R> SenderTo<R> for PoolBulk<S, F>
+fn bulk_op<S, K, R>(sndr: S, kernel: K, receiver: R) -> PoolBulkOp<S, K, R>
 where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, F, R>>,
-    F: BulkFn<S::Value, S::Error>,
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
+    K: Kernel<S::Value, S::Error>,
     R: Receiver<S::Value, S::Error>,
 {
-    type Operation = PoolBulkOp<S, F, R>;
-    fn connect(self, receiver: R) -> Self::Operation {
-        PoolBulkOp {
-            state: BulkState {
-                rcvr: UnsafeCell::new(Some(receiver)),
-                f: self.f,
-                shape: self.shape,
-                value: UnsafeCell::new(None),
-                pending: AtomicUsize::new(1),
-                state: AtomicU8::new(RUNNING),
-                failure: UnsafeCell::new(None),
-            },
-            sndr: Some(self.sndr),
-            child: None,
-            _pin: PhantomPinned,
-        }
+    PoolBulkOp {
+        state: BulkState {
+            rcvr: UnsafeCell::new(Some(receiver)),
+            kernel,
+            value: UnsafeCell::new(None),
+            ready: UnsafeCell::new(None),
+            pending: AtomicUsize::new(1),
+            state: AtomicU8::new(RUNNING),
+            failure: UnsafeCell::new(None),
+        },
+        sndr: Some(sndr),
+        child: None,
+        _pin: PhantomPinned,
     }
 }
 
-impl<S, F, R> OperationState for PoolBulkOp<S, F, R>
+impl<S, F, R> SenderTo<R> for PoolBulk<S, F>
 where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, F, R>>,
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, SharedKernel<F>, R>>,
     F: BulkFn<S::Value, S::Error>,
+    SharedKernel<F>: Kernel<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = PoolBulkOp<S, SharedKernel<F>, R>;
+    fn connect(self, receiver: R) -> Self::Operation {
+        bulk_op(self.sndr, SharedKernel { f: self.f, shape: self.shape }, receiver)
+    }
+}
+
+impl<S, T, F, R> SenderTo<R> for PoolBulkEach<S, T, F>
+where
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, EachKernel<T, F>, R>>,
+    S::Value: AsMut<[T]>,
+    F: BulkEachFn<T, S::Error>,
+    EachKernel<T, F>: Kernel<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = PoolBulkOp<S, EachKernel<T, F>, R>;
+    fn connect(self, receiver: R) -> Self::Operation {
+        bulk_op(self.sndr, EachKernel { f: self.f, _t: PhantomData }, receiver)
+    }
+}
+
+impl<S, K, R> OperationState for PoolBulkOp<S, K, R>
+where
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
+    K: Kernel<S::Value, S::Error>,
     R: Receiver<S::Value, S::Error>,
 {
     unsafe fn start(self: Pin<&mut Self>) {

@@ -33,7 +33,10 @@ use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::sync::{Arc, thread};
-pub use domain::{BulkState, ForkOnPool, PoolBulk, PoolBulkOp, PoolBulkReceiver, PoolDomain};
+pub use domain::{
+    BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
+    SharedKernel,
+};
 pub(crate) use registry::{JobRef, Registry, WorkerThread};
 
 /// Why a pool could not be built.
