@@ -30,6 +30,7 @@ use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
 use crate::env::{EmptyEnv, Env};
 use crate::scheduler::MaybeScheduler;
 use crate::sender::{Sender, SenderTo};
+use crate::spawn::SpawnedOp;
 
 /// An execution domain: a tag type that selects implementations of the customizable
 /// algorithms.
@@ -77,6 +78,12 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
         sndr: WhenAll<C>,
         env: Option<&E>,
     ) -> Self::WhenAll<C>;
+
+    /// `apply_sender(domain, spawn, sndr)`: starts a spawned operation. The default
+    /// starts it inline on the calling thread.
+    fn apply_spawn(self, op: SpawnedOp) {
+        op.start();
+    }
 
     /// `apply_sender(domain, sync_wait, sndr)`: blocks until `sndr` completes. The
     /// default drives a [`RunLoop`](crate::RunLoop) on the calling thread.

@@ -20,6 +20,7 @@ mod panic;
 mod pool;
 mod receiver;
 mod scheduler;
+mod spawn;
 mod schedulers;
 mod sender;
 mod stop;
@@ -62,6 +63,7 @@ pub use pool::{
     PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
 };
 pub use receiver::Receiver;
+pub use spawn::{SpawnReceiver, SpawnScope, SpawnedOp, spawn};
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
 pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};
 pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};

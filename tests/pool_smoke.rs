@@ -70,19 +70,3 @@ fn when_all_children_overlap_on_the_pool() {
     assert!(t.elapsed() < Duration::from_millis(380), "{:?}", t.elapsed());
 }
 
-#[test]
-fn bulk_each_mutates_every_element_in_parallel_early_and_late() {
-    let pool = StaticThreadPool::new(2).unwrap();
-    let v: Vec<f64> = (0..100_000).map(|i| i as f64).collect();
-    let out = sync_wait(pool.scheduler().schedule().then(move |()| v).bulk_each(|i, x: &mut f64| {
-        assert_eq!(*x, i as f64);
-        *x += 1.0;
-    }))
-    .unwrap()
-    .unwrap();
-    assert!(out.iter().enumerate().all(|(i, x)| *x == i as f64 + 1.0));
-    let out = sync_wait(starts_on(pool.scheduler(), just(out).bulk_each(|_, x: &mut f64| *x *= 2.0))).unwrap().unwrap();
-    assert!(out.iter().enumerate().all(|(i, x)| *x == (i as f64 + 1.0) * 2.0));
-    let seq = sync_wait(just(vec![1, 2, 3]).bulk_each(|i, x: &mut i32| *x += i as i32)).unwrap().unwrap();
-    assert_eq!(seq, [1, 3, 5]);
-}

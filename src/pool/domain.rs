@@ -19,6 +19,7 @@ use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo};
+use crate::spawn::SpawnedOp;
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 
 /// The domain of a [`StaticThreadPool`](super::StaticThreadPool)'s scheduler and of the
@@ -60,6 +61,20 @@ impl Domain for PoolDomain {
     }
 
     type WhenAll<C: SenderTuple> = WhenAllImpl<C, ForkOnPool>;
+
+    /// On a worker, the spawned operation goes straight onto that worker's deque (where
+    /// idle workers steal it); elsewhere it starts inline.
+    fn apply_spawn(self, op: SpawnedOp) {
+        WorkerThread::with_current(|worker| match worker {
+            Some(worker) => {
+                let (ptr, start) = op.into_raw();
+                // SAFETY: the job starts the spawned operation exactly once; the
+                // operation owns its heap block until it completes.
+                worker.push_local(unsafe { JobRef::new(ptr, start) });
+            }
+            None => op.start(),
+        })
+    }
     fn transform_when_all<C: SenderTuple, E: Env>(self, sndr: WhenAll<C>, _: Option<&E>) -> WhenAllImpl<C, ForkOnPool> {
         sndr.lower_with()
     }
