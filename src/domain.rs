@@ -73,11 +73,7 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     /// The sender `transform_when_all` produces.
     type WhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
     /// Transforms a `when_all` sender; `env` is `None` for early, `Some` for late.
-    fn transform_when_all<C: SenderTuple, E: Env>(
-        self,
-        sndr: WhenAll<C>,
-        env: Option<&E>,
-    ) -> Self::WhenAll<C>;
+    fn transform_when_all<C: SenderTuple, E: Env>(self, sndr: WhenAll<C>, env: Option<&E>) -> Self::WhenAll<C>;
 
     /// `apply_sender(domain, spawn, sndr)`: starts a spawned operation. The default
     /// starts it inline on the calling thread.
@@ -191,7 +187,9 @@ pub trait MaybeDomain: Copy + Default + Send + Sync + 'static {
     where
         S::Value: AsMut<[T]>;
     /// Early customization of `bulk_each`.
-    fn early_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(sndr: BulkEach<S, T, F>) -> Self::EarlyBulkEach<S, T, F>
+    fn early_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(
+        sndr: BulkEach<S, T, F>,
+    ) -> Self::EarlyBulkEach<S, T, F>
     where
         S::Value: AsMut<[T]>;
 

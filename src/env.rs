@@ -59,8 +59,7 @@ pub trait Query: 'static {
 pub trait EnvExt: Env {
     /// The answer to the user query `Q`, if any layer of the environment provides it.
     fn get<Q: Query>(&self) -> Option<&Q::Value> {
-        self.prop(TypeId::of::<Q>())
-            .and_then(|v| v.downcast_ref::<Q::Value>())
+        self.prop(TypeId::of::<Q>()).and_then(|v| v.downcast_ref::<Q::Value>())
     }
 }
 impl<E: Env + ?Sized> EnvExt for E {}

@@ -20,18 +20,14 @@ mod panic;
 mod pool;
 mod receiver;
 mod scheduler;
-mod spawn;
 mod schedulers;
 mod sender;
+mod spawn;
 mod stop;
 mod sync;
 
 pub use adaptors::bulk::{
     Bulk, BulkEach, BulkEachFn, BulkEachImpl, BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver,
-};
-pub use adaptors::when_all::{
-    ConnectTuple, DomainFold, ForwardStop, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver,
-    start_erased, when_all, when_all_with_variant,
 };
 pub use adaptors::channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
@@ -42,16 +38,21 @@ pub use adaptors::let_::{
     OnValue,
 };
 pub use adaptors::stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, StopWhenState, stop_when};
-pub use adaptors::then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
+pub use adaptors::then::{
+    Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver,
+};
 pub use adaptors::transfer::{
     ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, StartsOnShared,
     StartsOnState, TransferCore, TransferHopReceiver, TransferReceiver, TransferState, schedule_from, starts_on,
 };
+pub use adaptors::when_all::{
+    ConnectTuple, DomainFold, ForwardStop, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy,
+    WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, start_erased, when_all, when_all_with_variant,
+};
 pub use adaptors::write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
 pub use consumers::sync_wait::{SyncWaitEnv, SyncWaitReceiver, sync_wait};
 pub use domain::{
-    CommonDomain, DefaultDomain, Domain, EarlyDomain, LateDomain, MaybeDomain, NoDomain, apply_sync_wait,
-    transform_env,
+    CommonDomain, DefaultDomain, Domain, EarlyDomain, LateDomain, MaybeDomain, NoDomain, apply_sync_wait, transform_env,
 };
 pub use env::{EmptyEnv, Env, EnvExt, EnvQuery, GetDomain, GetScheduler, Query};
 pub use ext::SenderExt;
@@ -63,10 +64,10 @@ pub use pool::{
     PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
 };
 pub use receiver::Receiver;
-pub use spawn::{SpawnReceiver, SpawnScope, SpawnedOp, spawn};
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
 pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};
 pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};
 pub use schedulers::single_thread::{SingleThreadContext, SingleThreadScheduler, SingleThreadSender};
 pub use sender::{OperationState, Sender, SenderTo};
+pub use spawn::{SpawnReceiver, SpawnScope, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};

@@ -82,6 +82,8 @@ pub struct SpawnReceiver<Sc: SpawnScope> {
 // SAFETY: completes on any thread; it only frees the block (whose operation is `Send`)
 // and calls the `Sync` scope.
 unsafe impl<Sc: SpawnScope> Send for SpawnReceiver<Sc> {}
+// SAFETY: a shared reference only reaches `env()`, which returns a constant.
+unsafe impl<Sc: SpawnScope> Sync for SpawnReceiver<Sc> {}
 
 impl<Sc: SpawnScope> SpawnReceiver<Sc> {
     fn finish(self, panic: Option<Panic>) {
@@ -130,9 +132,7 @@ unsafe fn free_block<Op, Sc: SpawnScope>(block: *mut ()) -> std::sync::Arc<Sc> {
 unsafe fn start_block<Op: OperationState, Sc>(block: *const ()) {
     // SAFETY: the box is alive until the operation completes, and never moves.
     unsafe {
-        let op = (*block.cast_mut().cast::<SpawnBox<Op, Sc>>())
-            .op
-            .assume_init_mut();
+        let op = (*block.cast_mut().cast::<SpawnBox<Op, Sc>>()).op.assume_init_mut();
         Pin::new_unchecked(op).start();
     }
 }
@@ -171,14 +171,8 @@ where
     S::Operation: Send,
     Sc: SpawnScope,
 {
-    let block = Box::into_raw(Box::new(SpawnBox::<S::Operation, Sc> {
-        op: MaybeUninit::uninit(),
-        scope: Some(scope),
-    }));
-    let rcvr = SpawnReceiver {
-        block: block.cast(),
-        free: free_block::<S::Operation, Sc>,
-    };
+    let block = Box::into_raw(Box::new(SpawnBox::<S::Operation, Sc> { op: MaybeUninit::uninit(), scope: Some(scope) }));
+    let rcvr = SpawnReceiver { block: block.cast(), free: free_block::<S::Operation, Sc> };
     // SAFETY: `block` is a fresh allocation; the operation is written once and stays
     // in place until `free_block`.
     unsafe { (*block).op.write(sndr.connect(rcvr)) };

@@ -23,10 +23,7 @@ fn just_completes_with_its_value() {
     assert_eq!(sync_wait(just(5)), Ok(Some(5)));
     assert_eq!(sync_wait(just((1, "two", 3.0))), Ok(Some((1, "two", 3.0))));
     // A value that is neither `Copy` nor `Clone`-dependent is moved through.
-    assert_eq!(
-        sync_wait(just(String::from("moved"))),
-        Ok(Some(String::from("moved")))
-    );
+    assert_eq!(sync_wait(just(String::from("moved"))), Ok(Some(String::from("moved"))));
 }
 
 #[test]
@@ -42,10 +39,8 @@ fn just_stopped_completes_stopped() {
 
 #[test]
 fn sync_wait_resumes_a_panic_with_its_original_payload() {
-    let payload = std::panic::catch_unwind(|| {
-        sync_wait(just(()).then(|()| -> i32 { std::panic::panic_any(42_u32) }))
-    })
-    .expect_err("the panic must reach the caller of sync_wait");
+    let payload = std::panic::catch_unwind(|| sync_wait(just(()).then(|()| -> i32 { std::panic::panic_any(42_u32) })))
+        .expect_err("the panic must reach the caller of sync_wait");
     assert_eq!(payload.downcast_ref::<u32>(), Some(&42));
 }
 
@@ -61,8 +56,7 @@ fn sync_wait_env_scheduler_runs_work_on_the_calling_thread() {
     let caller = std::thread::current().id();
     let r = sync_wait(read_env(GetScheduler).let_value(|s: RunLoopScheduler| {
         let again = s.clone();
-        s.schedule()
-            .then(move |()| (std::thread::current().id(), again.is_current()))
+        s.schedule().then(move |()| (std::thread::current().id(), again.is_current()))
     }));
     assert_eq!(r, Ok(Some((caller, true))));
 }
@@ -70,9 +64,10 @@ fn sync_wait_env_scheduler_runs_work_on_the_calling_thread() {
 #[test]
 fn sync_wait_env_scheduler_is_not_current_on_another_thread() {
     let ctx = SingleThreadContext::new();
-    let r = sync_wait(read_env(GetScheduler).let_value(|s: RunLoopScheduler| {
-        ctx.scheduler().schedule().then(move |()| s.is_current())
-    }));
+    let r = sync_wait(
+        read_env(GetScheduler)
+            .let_value(|s: RunLoopScheduler| ctx.scheduler().schedule().then(move |()| s.is_current())),
+    );
     assert_eq!(r, Ok(Some(false)));
 }
 
@@ -124,25 +119,18 @@ fn read_env_of_a_written_user_query_is_its_value() {
 #[test]
 fn then_maps_the_value() {
     assert_eq!(sync_wait(just(2).then(|x| x * 10)), Ok(Some(20)));
-    assert_eq!(
-        sync_wait(just(2).then(|x| x + 1).then(|x| x.to_string())),
-        Ok(Some("3".to_owned()))
-    );
+    assert_eq!(sync_wait(just(2).then(|x| x + 1).then(|x| x.to_string())), Ok(Some("3".to_owned())));
 }
 
 #[test]
 fn then_passes_an_error_through_without_calling_f() {
-    let r = sync_wait(
-        just_error::<i32, _>("bad").then(|_x| -> i32 { panic!("then must not run on error") }),
-    );
+    let r = sync_wait(just_error::<i32, _>("bad").then(|_x| -> i32 { panic!("then must not run on error") }));
     assert_eq!(r, Err("bad"));
 }
 
 #[test]
 fn then_passes_stopped_through_without_calling_f() {
-    let r = sync_wait(
-        just_stopped::<i32, &str>().then(|_x| -> i32 { panic!("then must not run on stop") }),
-    );
+    let r = sync_wait(just_stopped::<i32, &str>().then(|_x| -> i32 { panic!("then must not run on stop") }));
     assert_eq!(r, Ok(None));
 }
 
@@ -162,11 +150,7 @@ fn then_panic_stops_the_rest_of_the_chain() {
         }))
     });
     assert_eq!(msg, "first");
-    assert_eq!(
-        later.load(Ordering::SeqCst),
-        0,
-        "a then after a panic must not run"
-    );
+    assert_eq!(later.load(Ordering::SeqCst), 0, "a then after a panic must not run");
 }
 
 #[test]
@@ -181,11 +165,7 @@ fn then_runs_on_the_thread_that_delivered_the_value() {
 
 #[test]
 fn upon_error_passes_a_value_through() {
-    let r = sync_wait(
-        just(1)
-            .with_error::<&str>()
-            .upon_error(|_e| -> i32 { panic!("must not run on a value") }),
-    );
+    let r = sync_wait(just(1).with_error::<&str>().upon_error(|_e| -> i32 { panic!("must not run on a value") }));
     assert_eq!(r, Ok(Some(1)));
 }
 
@@ -198,17 +178,14 @@ fn upon_error_turns_an_error_into_a_value() {
 
 #[test]
 fn upon_error_passes_stopped_through() {
-    let r = sync_wait(
-        just_stopped::<i32, &str>().upon_error(|_e| -> i32 { panic!("must not run on stop") }),
-    );
+    let r = sync_wait(just_stopped::<i32, &str>().upon_error(|_e| -> i32 { panic!("must not run on stop") }));
     assert_eq!(r, Ok(None));
 }
 
 #[test]
 fn upon_error_panic_reaches_the_caller() {
-    let msg = panic_message(|| {
-        sync_wait(just_error::<i32, _>("bad").upon_error(|_e| -> i32 { panic!("upon_error boom") }))
-    });
+    let msg =
+        panic_message(|| sync_wait(just_error::<i32, _>("bad").upon_error(|_e| -> i32 { panic!("upon_error boom") })));
     assert_eq!(msg, "upon_error boom");
 }
 
@@ -236,27 +213,19 @@ fn upon_stopped_passes_a_value_through() {
 
 #[test]
 fn upon_stopped_passes_an_error_through() {
-    let r = sync_wait(
-        just_error::<i32, _>("e").upon_stopped(|| -> i32 { panic!("must not run on an error") }),
-    );
+    let r = sync_wait(just_error::<i32, _>("e").upon_stopped(|| -> i32 { panic!("must not run on an error") }));
     assert_eq!(r, Err("e"));
 }
 
 #[test]
 fn upon_stopped_turns_stopped_into_a_value() {
-    assert_eq!(
-        sync_wait(just_stopped::<i32, &str>().upon_stopped(|| -1)),
-        Ok(Some(-1))
-    );
+    assert_eq!(sync_wait(just_stopped::<i32, &str>().upon_stopped(|| -1)), Ok(Some(-1)));
 }
 
 #[test]
 fn upon_stopped_panic_reaches_the_caller() {
     let msg = panic_message(|| {
-        sync_wait(
-            just_stopped::<i32, Infallible>()
-                .upon_stopped(|| -> i32 { panic!("upon_stopped boom") }),
-        )
+        sync_wait(just_stopped::<i32, Infallible>().upon_stopped(|| -> i32 { panic!("upon_stopped boom") }))
     });
     assert_eq!(msg, "upon_stopped boom");
 }
@@ -279,21 +248,9 @@ fn upon_stopped_does_not_intercept_a_panic() {
 #[test]
 fn into_variant_is_the_identity_on_every_channel() {
     assert_eq!(sync_wait(just(3).into_variant()), Ok(Some(3)));
-    assert_eq!(
-        sync_wait(just_error::<i32, _>("e").into_variant()),
-        Err("e")
-    );
-    assert_eq!(
-        sync_wait(just_stopped::<i32, &str>().into_variant()),
-        Ok(None)
-    );
-    let msg = panic_message(|| {
-        sync_wait(
-            just(())
-                .then(|()| -> i32 { panic!("through into_variant") })
-                .into_variant(),
-        )
-    });
+    assert_eq!(sync_wait(just_error::<i32, _>("e").into_variant()), Err("e"));
+    assert_eq!(sync_wait(just_stopped::<i32, &str>().into_variant()), Ok(None));
+    let msg = panic_message(|| sync_wait(just(()).then(|()| -> i32 { panic!("through into_variant") }).into_variant()));
     assert_eq!(msg, "through into_variant");
 }
 
@@ -307,28 +264,18 @@ fn stopped_as_optional_wraps_a_value_in_some() {
 
 #[test]
 fn stopped_as_optional_turns_stopped_into_none() {
-    assert_eq!(
-        sync_wait(just_stopped::<i32, &str>().stopped_as_optional()),
-        Ok(Some(None))
-    );
+    assert_eq!(sync_wait(just_stopped::<i32, &str>().stopped_as_optional()), Ok(Some(None)));
 }
 
 #[test]
 fn stopped_as_optional_passes_an_error_through() {
-    assert_eq!(
-        sync_wait(just_error::<i32, _>("e").stopped_as_optional()),
-        Err("e")
-    );
+    assert_eq!(sync_wait(just_error::<i32, _>("e").stopped_as_optional()), Err("e"));
 }
 
 #[test]
 fn stopped_as_optional_passes_a_panic_through() {
     let msg = panic_message(|| {
-        sync_wait(
-            just(())
-                .then(|()| -> i32 { panic!("through stopped_as_optional") })
-                .stopped_as_optional(),
-        )
+        sync_wait(just(()).then(|()| -> i32 { panic!("through stopped_as_optional") }).stopped_as_optional())
     });
     assert_eq!(msg, "through stopped_as_optional");
 }
@@ -338,26 +285,17 @@ fn stopped_as_optional_passes_a_panic_through() {
 
 #[test]
 fn stopped_as_error_passes_a_value_through() {
-    assert_eq!(
-        sync_wait(just(4).with_error::<&str>().stopped_as_error("cancelled")),
-        Ok(Some(4))
-    );
+    assert_eq!(sync_wait(just(4).with_error::<&str>().stopped_as_error("cancelled")), Ok(Some(4)));
 }
 
 #[test]
 fn stopped_as_error_turns_stopped_into_the_error() {
-    assert_eq!(
-        sync_wait(just_stopped::<i32, &str>().stopped_as_error("cancelled")),
-        Err("cancelled")
-    );
+    assert_eq!(sync_wait(just_stopped::<i32, &str>().stopped_as_error("cancelled")), Err("cancelled"));
 }
 
 #[test]
 fn stopped_as_error_passes_the_original_error_through() {
-    assert_eq!(
-        sync_wait(just_error::<i32, _>("original").stopped_as_error("cancelled")),
-        Err("original")
-    );
+    assert_eq!(sync_wait(just_error::<i32, _>("original").stopped_as_error("cancelled")), Err("original"));
 }
 
 #[test]
@@ -384,31 +322,19 @@ fn with_error_passes_a_value_through() {
 
 #[test]
 fn with_error_passes_stopped_through() {
-    assert_eq!(
-        sync_wait(just_stopped::<i32, Infallible>().with_error::<String>()),
-        Ok(None)
-    );
+    assert_eq!(sync_wait(just_stopped::<i32, Infallible>().with_error::<String>()), Ok(None));
 }
 
 #[test]
 fn with_error_passes_a_panic_through() {
-    let msg = panic_message(|| {
-        sync_wait(
-            just(())
-                .then(|()| -> i32 { panic!("through with_error") })
-                .with_error::<String>(),
-        )
-    });
+    let msg =
+        panic_message(|| sync_wait(just(()).then(|()| -> i32 { panic!("through with_error") }).with_error::<String>()));
     assert_eq!(msg, "through with_error");
 }
 
 #[test]
 fn with_error_lets_an_infallible_sender_continue_into_a_failing_one() {
-    let r = sync_wait(
-        just(1)
-            .with_error::<&str>()
-            .let_value(|_x| just_error::<i32, &str>("later failure")),
-    );
+    let r = sync_wait(just(1).with_error::<&str>().let_value(|_x| just_error::<i32, &str>("later failure")));
     assert_eq!(r, Err("later failure"));
 }
 
@@ -417,34 +343,27 @@ fn with_error_lets_an_infallible_sender_continue_into_a_failing_one() {
 
 #[test]
 fn map_error_passes_a_value_through() {
-    let r: Result<Option<i32>, String> = sync_wait(
-        just(1)
-            .with_error::<i32>()
-            .map_error(|_e| -> String { panic!("must not run on a value") }),
-    );
+    let r: Result<Option<i32>, String> =
+        sync_wait(just(1).with_error::<i32>().map_error(|_e| -> String { panic!("must not run on a value") }));
     assert_eq!(r, Ok(Some(1)));
 }
 
 #[test]
 fn map_error_maps_the_error_and_its_type() {
-    let r: Result<Option<()>, String> =
-        sync_wait(just_error::<(), i32>(2).map_error(|e| format!("code {e}")));
+    let r: Result<Option<()>, String> = sync_wait(just_error::<(), i32>(2).map_error(|e| format!("code {e}")));
     assert_eq!(r, Err("code 2".to_owned()));
 }
 
 #[test]
 fn map_error_passes_stopped_through() {
-    let r = sync_wait(
-        just_stopped::<(), i32>().map_error(|_e| -> String { panic!("must not run on stop") }),
-    );
+    let r = sync_wait(just_stopped::<(), i32>().map_error(|_e| -> String { panic!("must not run on stop") }));
     assert_eq!(r, Ok(None));
 }
 
 #[test]
 fn map_error_panic_reaches_the_caller() {
-    let msg = panic_message(|| {
-        sync_wait(just_error::<(), i32>(2).map_error(|_e| -> String { panic!("map_error boom") }))
-    });
+    let msg =
+        panic_message(|| sync_wait(just_error::<(), i32>(2).map_error(|_e| -> String { panic!("map_error boom") })));
     assert_eq!(msg, "map_error boom");
 }
 
@@ -537,13 +456,8 @@ fn bulk_passes_a_predecessor_stop_through_without_calling_f() {
 
 #[test]
 fn bulk_passes_a_predecessor_panic_through_without_calling_f() {
-    let msg = panic_message(|| {
-        sync_wait(
-            just(())
-                .then(|()| -> i32 { panic!("before bulk") })
-                .bulk(10, bulk_must_not_run),
-        )
-    });
+    let msg =
+        panic_message(|| sync_wait(just(()).then(|()| -> i32 { panic!("before bulk") }).bulk(10, bulk_must_not_run)));
     assert_eq!(msg, "before bulk");
 }
 
@@ -569,11 +483,7 @@ fn bulk_stops_soon_after_a_stop_request_during_the_iterations() {
             }
         }),
     ));
-    assert_eq!(
-        r,
-        Ok(None),
-        "a stop request during bulk completes it stopped"
-    );
+    assert_eq!(r, Ok(None), "a stop request during bulk completes it stopped");
     let visited = visited.load(Ordering::SeqCst);
     // The stop token is checked every 64 iterations: the iterations up to the next check
     // still run, none after it.
@@ -587,60 +497,39 @@ fn bulk_stops_soon_after_a_stop_request_during_the_iterations() {
 fn write_env_forwards_every_channel() {
     let p = || prop::<Level>(1);
     assert_eq!(sync_wait(just(1).write_env(p())), Ok(Some(1)));
-    assert_eq!(
-        sync_wait(just_error::<i32, _>("e").write_env(p())),
-        Err("e")
-    );
-    assert_eq!(
-        sync_wait(just_stopped::<i32, &str>().write_env(p())),
-        Ok(None)
-    );
-    let msg = panic_message(|| {
-        sync_wait(
-            just(())
-                .then(|()| -> i32 { panic!("through write_env") })
-                .write_env(p()),
-        )
-    });
+    assert_eq!(sync_wait(just_error::<i32, _>("e").write_env(p())), Err("e"));
+    assert_eq!(sync_wait(just_stopped::<i32, &str>().write_env(p())), Ok(None));
+    let msg = panic_message(|| sync_wait(just(()).then(|()| -> i32 { panic!("through write_env") }).write_env(p())));
     assert_eq!(msg, "through write_env");
 }
 
 #[test]
 fn write_env_inner_write_of_the_same_query_wins() {
-    let r = sync_wait(
-        read_env(Level)
-            .write_env(prop::<Level>(1))
-            .write_env(prop::<Level>(2)),
-    );
+    let r = sync_wait(read_env(Level).write_env(prop::<Level>(1)).write_env(prop::<Level>(2)));
     assert_eq!(r, Ok(Some(Some(1))));
 }
 
 #[test]
 fn write_env_keeps_outer_answers_to_other_queries() {
-    let r = sync_wait(
-        when_all((read_env(Level), read_env(Tenant)))
-            .write_env(prop::<Tenant>("inner".to_owned()))
-            .write_env(prop::<Level>(3)),
-    );
+    let r =
+        sync_wait(
+            when_all((read_env(Level), read_env(Tenant)))
+                .write_env(prop::<Tenant>("inner".to_owned()))
+                .write_env(prop::<Level>(3)),
+        );
     assert_eq!(r, Ok(Some((Some(3), Some("inner".to_owned())))));
 }
 
 #[test]
 fn write_env_is_visible_only_to_the_wrapped_sender() {
-    let r = sync_wait(when_all((
-        read_env(Level).write_env(prop::<Level>(1)),
-        read_env(Level),
-    )));
+    let r = sync_wait(when_all((read_env(Level).write_env(prop::<Level>(1)), read_env(Level))));
     assert_eq!(r, Ok(Some((Some(1), None))));
 }
 
 #[test]
 fn write_env_is_visible_through_then_and_let_value() {
     let r = sync_wait(
-        just(10)
-            .then(|x| x + 1)
-            .let_value(|x| read_env(Level).then(move |l| (x, l)))
-            .write_env(prop::<Level>(5)),
+        just(10).then(|x| x + 1).let_value(|x| read_env(Level).then(move |l| (x, l))).write_env(prop::<Level>(5)),
     );
     assert_eq!(r, Ok(Some((11, Some(5)))));
 }
@@ -649,10 +538,7 @@ fn write_env_is_visible_through_then_and_let_value() {
 fn write_env_keeps_the_stop_token() {
     let source = InplaceStopSource::new();
     source.request_stop();
-    let r = sync_wait(with_stop(
-        &source,
-        stop_probe::<Infallible>().write_env(prop::<Level>(1)),
-    ));
+    let r = sync_wait(with_stop(&source, stop_probe::<Infallible>().write_env(prop::<Level>(1))));
     assert_eq!(r, Ok(Some(true)));
 }
 

@@ -12,29 +12,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 fn bulk_each_mutates_every_element_in_parallel_early_and_late() {
     let pool = StaticThreadPool::new(2).unwrap();
     let v: Vec<f64> = (0..100_000).map(|i| i as f64).collect();
-    let out = sync_wait(pool.scheduler().schedule().then(move |()| v).bulk_each(
-        |i, x: &mut f64| {
-            assert_eq!(*x, i as f64);
-            *x += 1.0;
-        },
-    ))
+    let out = sync_wait(pool.scheduler().schedule().then(move |()| v).bulk_each(|i, x: &mut f64| {
+        assert_eq!(*x, i as f64);
+        *x += 1.0;
+    }))
     .unwrap()
     .unwrap();
     assert!(out.iter().enumerate().all(|(i, x)| *x == i as f64 + 1.0));
-    let out = sync_wait(starts_on(
-        pool.scheduler(),
-        just(out).bulk_each(|_, x: &mut f64| *x *= 2.0),
-    ))
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.iter()
-            .enumerate()
-            .all(|(i, x)| *x == (i as f64 + 1.0) * 2.0)
-    );
-    let seq = sync_wait(just(vec![1, 2, 3]).bulk_each(|i, x: &mut i32| *x += i as i32))
-        .unwrap()
-        .unwrap();
+    let out = sync_wait(starts_on(pool.scheduler(), just(out).bulk_each(|_, x: &mut f64| *x *= 2.0))).unwrap().unwrap();
+    assert!(out.iter().enumerate().all(|(i, x)| *x == (i as f64 + 1.0) * 2.0));
+    let seq = sync_wait(just(vec![1, 2, 3]).bulk_each(|i, x: &mut i32| *x += i as i32)).unwrap().unwrap();
     assert_eq!(seq, [1, 3, 5]);
 }
 
@@ -44,16 +31,11 @@ fn bulk_each_error_panic_and_stop_paths() {
     let v = vec![0u32; 50_000];
     let r = sync_wait(starts_on(
         pool.scheduler(),
-        just(v.clone())
-            .with_error::<usize>()
-            .bulk_each(|i, _: &mut u32| if i == 30_000 { Err(i) } else { Ok(()) }),
+        just(v.clone()).with_error::<usize>().bulk_each(|i, _: &mut u32| if i == 30_000 { Err(i) } else { Ok(()) }),
     ));
     assert_eq!(r, Err(30_000));
     let msg = panic_message(|| {
-        sync_wait(starts_on(
-            pool.scheduler(),
-            just(v.clone()).bulk_each(|i, _: &mut u32| assert!(i != 7, "boom at 7")),
-        ))
+        sync_wait(starts_on(pool.scheduler(), just(v.clone()).bulk_each(|i, _: &mut u32| assert!(i != 7, "boom at 7"))))
     });
     assert!(msg.contains("boom at 7"), "{msg}");
     let source = InplaceStopSource::new();

@@ -32,10 +32,7 @@ macro_rules! counting_domain {
                 &WAITS
             }
             fn counts() -> (usize, usize) {
-                (
-                    Self::early().load(Ordering::SeqCst),
-                    Self::late().load(Ordering::SeqCst),
-                )
+                (Self::early().load(Ordering::SeqCst), Self::late().load(Ordering::SeqCst))
             }
         }
         impl Domain for $name {
@@ -46,18 +43,11 @@ macro_rules! counting_domain {
                 sndr: Bulk<S, F>,
                 env: Option<&E>,
             ) -> BulkImpl<S, F> {
-                let counter = if env.is_some() {
-                    Self::late()
-                } else {
-                    Self::early()
-                };
+                let counter = if env.is_some() { Self::late() } else { Self::early() };
                 counter.fetch_add(1, Ordering::SeqCst);
                 sndr.lower()
             }
-            fn apply_sync_wait<S>(
-                self,
-                sndr: S,
-            ) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+            fn apply_sync_wait<S>(self, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
             where
                 S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
             {
@@ -77,83 +67,46 @@ fn add_index(i: usize, sum: &AtomicUsize) {
 fn early_customization_calls_the_hook_when_the_sender_is_built() {
     counting_domain!(EarlyDomain);
     let ctx = SingleThreadContext::<EarlyDomain>::with_domain("early");
-    let sndr = ctx
-        .scheduler()
-        .schedule()
-        .then(|()| AtomicUsize::new(0))
-        .bulk(4, add_index);
-    assert_eq!(
-        EarlyDomain::counts(),
-        (1, 0),
-        "the hook runs with env == None when bulk is built"
-    );
+    let sndr = ctx.scheduler().schedule().then(|()| AtomicUsize::new(0)).bulk(4, add_index);
+    assert_eq!(EarlyDomain::counts(), (1, 0), "the hook runs with env == None when bulk is built");
     let r = sync_wait(sndr).unwrap().unwrap().into_inner();
     assert_eq!(r, 1 + 2 + 3, "the lowered bulk still runs every iteration");
-    assert_eq!(
-        EarlyDomain::counts(),
-        (1, 0),
-        "an early-transformed sender is not transformed again"
-    );
+    assert_eq!(EarlyDomain::counts(), (1, 0), "an early-transformed sender is not transformed again");
 }
 
 #[test]
 fn late_customization_calls_the_hook_at_connect_when_the_scheduler_is_current() {
     counting_domain!(LateDomain);
     let ctx = SingleThreadContext::<LateDomain>::with_domain("late");
-    let sndr = starts_on(
-        ctx.scheduler(),
-        just(AtomicUsize::new(0)).bulk(4, add_index),
-    );
-    assert_eq!(
-        LateDomain::counts(),
-        (0, 0),
-        "`just` has no domain: nothing happens when bulk is built"
-    );
+    let sndr = starts_on(ctx.scheduler(), just(AtomicUsize::new(0)).bulk(4, add_index));
+    assert_eq!(LateDomain::counts(), (0, 0), "`just` has no domain: nothing happens when bulk is built");
     let r = sync_wait(sndr).unwrap().unwrap().into_inner();
     assert_eq!(r, 6);
-    assert_eq!(
-        LateDomain::counts(),
-        (0, 1),
-        "the hook runs once, with env == Some, at connect"
-    );
+    assert_eq!(LateDomain::counts(), (0, 1), "the hook runs once, with env == Some, at connect");
 }
 
 #[test]
 fn let_value_second_sender_is_customized_by_the_predecessors_domain() {
     counting_domain!(LetDomain);
     let ctx = SingleThreadContext::<LetDomain>::with_domain("let");
-    let sndr = ctx
-        .scheduler()
-        .schedule()
-        .let_value(|()| just(AtomicUsize::new(0)).bulk(4, add_index));
+    let sndr = ctx.scheduler().schedule().let_value(|()| just(AtomicUsize::new(0)).bulk(4, add_index));
     assert_eq!(LetDomain::counts(), (0, 0));
     let r = sync_wait(sndr).unwrap().unwrap().into_inner();
     assert_eq!(r, 6);
-    assert_eq!(
-        LetDomain::counts(),
-        (0, 1),
-        "the second sender's bulk is customized late, by the predecessor's domain"
-    );
+    assert_eq!(LetDomain::counts(), (0, 1), "the second sender's bulk is customized late, by the predecessor's domain");
 }
 
 #[test]
 fn default_domain_never_calls_a_custom_hook() {
     counting_domain!(UnusedDomain);
     let ctx = SingleThreadContext::<UnusedDomain>::with_domain("unused");
-    let r = sync_wait(just(AtomicUsize::new(0)).bulk(4, add_index))
+    let r = sync_wait(just(AtomicUsize::new(0)).bulk(4, add_index)).unwrap().unwrap().into_inner();
+    assert_eq!(r, 6);
+    // The bulk runs before the transition into the domain, so it is not customized.
+    let r = sync_wait(just(AtomicUsize::new(0)).bulk(4, add_index).continues_on(ctx.scheduler()))
         .unwrap()
         .unwrap()
         .into_inner();
-    assert_eq!(r, 6);
-    // The bulk runs before the transition into the domain, so it is not customized.
-    let r = sync_wait(
-        just(AtomicUsize::new(0))
-            .bulk(4, add_index)
-            .continues_on(ctx.scheduler()),
-    )
-    .unwrap()
-    .unwrap()
-    .into_inner();
     assert_eq!(r, 6);
     assert_eq!(UnusedDomain::counts(), (0, 0));
 }
@@ -162,15 +115,11 @@ fn default_domain_never_calls_a_custom_hook() {
 fn default_transforms_keep_then_and_when_all_working_in_a_custom_domain() {
     counting_domain!(PlainDomain);
     let ctx = SingleThreadContext::<PlainDomain>::with_domain("plain");
-    let r = sync_wait(
-        when_all((ctx.scheduler().schedule().then(|()| 1), just(2))).then(|(a, b)| a + b),
-    );
+    let r = sync_wait(when_all((ctx.scheduler().schedule().then(|()| 1), just(2))).then(|(a, b)| a + b));
     assert_eq!(r, Ok(Some(3)));
     let sch = ctx.scheduler();
-    let msg = std::panic::catch_unwind(|| {
-        sync_wait(sch.schedule().then(|()| -> i32 { panic!("domain boom") }))
-    })
-    .expect_err("a panic in a customized domain's then must reach the caller");
+    let msg = std::panic::catch_unwind(|| sync_wait(sch.schedule().then(|()| -> i32 { panic!("domain boom") })))
+        .expect_err("a panic in a customized domain's then must reach the caller");
     assert_eq!(msg.downcast_ref::<&str>(), Some(&"domain boom"));
 }
 
@@ -179,8 +128,7 @@ fn read_env_get_domain_reports_the_current_schedulers_domain() {
     counting_domain!(ReadDomain);
     // The type annotations are the assertions: the answer's type is the domain.
     let ctx = SingleThreadContext::<ReadDomain>::with_domain("read");
-    let r: Result<Option<ReadDomain>, _> =
-        sync_wait(starts_on(ctx.scheduler(), read_env(GetDomain)));
+    let r: Result<Option<ReadDomain>, _> = sync_wait(starts_on(ctx.scheduler(), read_env(GetDomain)));
     assert_eq!(r, Ok(Some(ReadDomain)));
     let r: Result<Option<DefaultDomain>, _> = sync_wait(read_env(GetDomain));
     assert_eq!(r, Ok(Some(DefaultDomain)));
@@ -190,15 +138,8 @@ fn read_env_get_domain_reports_the_current_schedulers_domain() {
 fn sync_wait_goes_through_the_senders_domain() {
     counting_domain!(WaitDomain);
     let ctx = SingleThreadContext::<WaitDomain>::with_domain("wait");
-    assert_eq!(
-        sync_wait(ctx.scheduler().schedule().then(|()| 5)),
-        Ok(Some(5))
-    );
+    assert_eq!(sync_wait(ctx.scheduler().schedule().then(|()| 5)), Ok(Some(5)));
     assert_eq!(WaitDomain::waits().load(Ordering::SeqCst), 1);
     assert_eq!(sync_wait(just(5)), Ok(Some(5)));
-    assert_eq!(
-        WaitDomain::waits().load(Ordering::SeqCst),
-        1,
-        "a sender without the domain does not use it"
-    );
+    assert_eq!(WaitDomain::waits().load(Ordering::SeqCst), 1, "a sender without the domain does not use it");
 }

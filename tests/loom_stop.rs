@@ -71,11 +71,7 @@ fn drop_races_request_stop() {
         assert!(seen == 0 || seen == 2, "drop returned mid-callback: {seen}");
 
         assert!(requester.join().unwrap());
-        assert_eq!(
-            count.load(Ordering::Relaxed),
-            seen,
-            "ran after drop returned"
-        );
+        assert_eq!(count.load(Ordering::Relaxed), seen, "ran after drop returned");
     });
 }
 
@@ -115,11 +111,7 @@ fn drop_middle_node_races_request_stop() {
 
         let seen = dropper.join().unwrap();
         assert!(seen == 0 || seen == 2, "drop returned mid-callback: {seen}");
-        assert_eq!(
-            middle.load(Ordering::Relaxed),
-            seen,
-            "ran after drop returned"
-        );
+        assert_eq!(middle.load(Ordering::Relaxed), seen, "ran after drop returned");
         drop(first);
         drop(last);
     });

@@ -11,8 +11,10 @@ use std::sync::Mutex;
 
 use loom::sync::Arc;
 use loom::thread;
-use senders::{EmptyEnv, Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender,
-    SenderTo, StopToken, when_all};
+use senders::{
+    EmptyEnv, Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender, SenderTo,
+    StopToken, when_all,
+};
 
 enum Outcome {
     Value(u32),

@@ -69,4 +69,3 @@ fn when_all_children_overlap_on_the_pool() {
     assert!(r.unwrap().is_some());
     assert!(t.elapsed() < Duration::from_millis(380), "{:?}", t.elapsed());
 }
-

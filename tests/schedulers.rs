@@ -21,10 +21,7 @@ use senders::*;
 fn wait_until(cond: impl Fn() -> bool) {
     let deadline = Instant::now() + SAFETY_TIMEOUT;
     while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "condition not reached within the safety timeout"
-        );
+        assert!(Instant::now() < deadline, "condition not reached within the safety timeout");
         thread::sleep(Duration::from_millis(1));
     }
 }
@@ -44,16 +41,10 @@ impl Drop for FinishOnDrop<'_> {
 #[test]
 fn inline_schedule_completes_on_the_starting_thread() {
     let caller = thread::current().id();
-    assert_eq!(
-        sync_wait(InlineScheduler.schedule().then(|()| thread::current().id())),
-        Ok(Some(caller))
-    );
+    assert_eq!(sync_wait(InlineScheduler.schedule().then(|()| thread::current().id())), Ok(Some(caller)));
 
     let ctx = SingleThreadContext::with_name("inline-host");
-    let r = sync_wait(starts_on(
-        ctx.scheduler(),
-        InlineScheduler.schedule().then(|()| thread_name()),
-    ));
+    let r = sync_wait(starts_on(ctx.scheduler(), InlineScheduler.schedule().then(|()| thread_name())));
     assert_eq!(r, Ok(Some(Some("inline-host".to_owned()))));
 }
 
@@ -61,24 +52,13 @@ fn inline_schedule_completes_on_the_starting_thread() {
 fn inline_schedule_under_a_stop_request_completes_stopped() {
     let source = InplaceStopSource::new();
     source.request_stop();
-    let r = sync_wait(with_stop(
-        &source,
-        InlineScheduler
-            .schedule()
-            .then(|()| -> i32 { panic!("must not run") }),
-    ));
+    let r = sync_wait(with_stop(&source, InlineScheduler.schedule().then(|()| -> i32 { panic!("must not run") })));
     assert_eq!(r, Ok(None));
 }
 
 #[test]
 fn inline_schedule_then_panic_reaches_the_caller() {
-    let msg = panic_message(|| {
-        sync_wait(
-            InlineScheduler
-                .schedule()
-                .then(|()| -> i32 { panic!("inline boom") }),
-        )
-    });
+    let msg = panic_message(|| sync_wait(InlineScheduler.schedule().then(|()| -> i32 { panic!("inline boom") })));
     assert_eq!(msg, "inline boom");
 }
 
@@ -96,10 +76,7 @@ fn run_loop_runs_scheduled_work_on_the_thread_that_calls_run() {
         });
         let r = {
             let _finish = FinishOnDrop(&run_loop);
-            sync_wait(
-                sch.schedule()
-                    .then(|()| (thread::current().id(), sch.is_current())),
-            )
+            sync_wait(sch.schedule().then(|()| (thread::current().id(), sch.is_current())))
         };
         let runner_id = runner.join().unwrap();
         assert_eq!(r, Ok(Some((runner_id, true))));
@@ -145,20 +122,14 @@ fn run_loop_finish_then_run_returns() {
         run_loop.run();
         tx.send(()).unwrap();
     });
-    rx.recv_timeout(SAFETY_TIMEOUT)
-        .expect("run() after finish() must return");
+    rx.recv_timeout(SAFETY_TIMEOUT).expect("run() after finish() must return");
 }
 
 #[test]
 fn run_loop_schedule_after_finish_completes_stopped() {
     let run_loop = RunLoop::new();
     run_loop.finish();
-    let r = sync_wait(
-        run_loop
-            .scheduler()
-            .schedule()
-            .then(|()| -> i32 { panic!("must not run") }),
-    );
+    let r = sync_wait(run_loop.scheduler().schedule().then(|()| -> i32 { panic!("must not run") }));
     assert_eq!(r, Ok(None));
 }
 
@@ -178,10 +149,7 @@ fn run_loop_drains_work_queued_before_finish() {
         wait_until(|| queued.load(Ordering::SeqCst));
         run_loop.finish();
         run_loop.run(); // runs the queued item, then returns
-        assert_eq!(
-            waiter.join().unwrap(),
-            Ok(Some((thread::current().id(), ())))
-        );
+        assert_eq!(waiter.join().unwrap(), Ok(Some((thread::current().id(), ()))));
     });
 }
 
@@ -194,10 +162,7 @@ fn run_loop_schedule_under_a_stop_request_completes_stopped() {
     thread::scope(|s| {
         s.spawn(|| run_loop.run());
         let _finish = FinishOnDrop(&run_loop);
-        let r = sync_wait(with_stop(
-            &source,
-            sch.schedule().then(|()| -> i32 { panic!("must not run") }),
-        ));
+        let r = sync_wait(with_stop(&source, sch.schedule().then(|()| -> i32 { panic!("must not run") })));
         assert_eq!(r, Ok(None));
     });
 }
@@ -218,9 +183,7 @@ fn run_loop_panic_in_work_reaches_the_caller_and_the_loop_keeps_running() {
     thread::scope(|s| {
         s.spawn(|| run_loop.run());
         let _finish = FinishOnDrop(&run_loop);
-        let msg = panic_message(|| {
-            sync_wait(sch.schedule().then(|()| -> i32 { panic!("run loop boom") }))
-        });
+        let msg = panic_message(|| sync_wait(sch.schedule().then(|()| -> i32 { panic!("run loop boom") })));
         assert_eq!(msg, "run loop boom");
         assert_eq!(sync_wait(sch.schedule().then(|()| 5)), Ok(Some(5)));
     });
@@ -244,10 +207,7 @@ fn single_thread_context_new_runs_work_on_another_thread() {
     let id = r.unwrap().unwrap();
     assert_ne!(id, caller);
     // Always the same thread.
-    assert_eq!(
-        sync_wait(ctx.scheduler().schedule().then(|()| thread::current().id())),
-        Ok(Some(id))
-    );
+    assert_eq!(sync_wait(ctx.scheduler().schedule().then(|()| thread::current().id())), Ok(Some(id)));
 }
 
 #[test]
@@ -263,10 +223,7 @@ fn single_thread_context_schedule_after_drop_completes_stopped() {
     let sch = ctx.scheduler();
     drop(ctx);
     assert_eq!(sync_wait(sch.schedule()), Ok(None));
-    let r = sync_wait(
-        sch.schedule()
-            .then(|()| -> i32 { panic!("must not run after drop") }),
-    );
+    let r = sync_wait(sch.schedule().then(|()| -> i32 { panic!("must not run after drop") }));
     assert_eq!(r, Ok(None));
 }
 
@@ -275,12 +232,7 @@ fn single_thread_context_schedule_under_a_stop_request_completes_stopped() {
     let ctx = SingleThreadContext::new();
     let source = InplaceStopSource::new();
     source.request_stop();
-    let r = sync_wait(with_stop(
-        &source,
-        ctx.scheduler()
-            .schedule()
-            .then(|()| -> i32 { panic!("must not run") }),
-    ));
+    let r = sync_wait(with_stop(&source, ctx.scheduler().schedule().then(|()| -> i32 { panic!("must not run") })));
     assert_eq!(r, Ok(None));
 }
 
@@ -293,16 +245,9 @@ fn single_thread_context_drop_runs_work_already_queued() {
     let queued = AtomicBool::new(false);
     thread::scope(|s| {
         // Occupy the context's thread so that the next item stays queued.
-        let blocker = s.spawn(|| {
-            sync_wait(
-                sch.schedule()
-                    .then(|()| busy.meet(SAFETY_TIMEOUT) && release.meet(SAFETY_TIMEOUT)),
-            )
-        });
-        assert!(
-            busy.meet(SAFETY_TIMEOUT),
-            "the first work item did not start"
-        );
+        let blocker =
+            s.spawn(|| sync_wait(sch.schedule().then(|()| busy.meet(SAFETY_TIMEOUT) && release.meet(SAFETY_TIMEOUT))));
+        assert!(busy.meet(SAFETY_TIMEOUT), "the first work item did not start");
         let late = s.spawn(|| {
             sync_wait(when_all((
                 sch.schedule().then(|()| thread_name()),
@@ -315,10 +260,7 @@ fn single_thread_context_drop_runs_work_already_queued() {
         assert!(release.meet(SAFETY_TIMEOUT));
         dropper.join().unwrap();
         assert_eq!(blocker.join().unwrap(), Ok(Some(true)));
-        assert_eq!(
-            late.join().unwrap(),
-            Ok(Some((Some("drain".to_owned()), ())))
-        );
+        assert_eq!(late.join().unwrap(), Ok(Some((Some("drain".to_owned()), ()))));
     });
 }
 
@@ -334,13 +276,7 @@ fn single_thread_schedulers_compare_by_context() {
 #[test]
 fn single_thread_context_panic_reaches_the_caller_and_the_thread_survives() {
     let ctx = SingleThreadContext::with_name("survivor");
-    let msg = panic_message(|| {
-        sync_wait(
-            ctx.scheduler()
-                .schedule()
-                .then(|()| -> i32 { panic!("ctx boom") }),
-        )
-    });
+    let msg = panic_message(|| sync_wait(ctx.scheduler().schedule().then(|()| -> i32 { panic!("ctx boom") })));
     assert_eq!(msg, "ctx boom");
     let r = sync_wait(ctx.scheduler().schedule().then(|()| thread_name()));
     assert_eq!(r, Ok(Some(Some("survivor".to_owned()))));
@@ -349,7 +285,6 @@ fn single_thread_context_panic_reaches_the_caller_and_the_thread_survives() {
 #[test]
 fn schedule_free_function_is_the_schedulers_schedule() {
     let ctx = SingleThreadContext::with_name("free-fn");
-    let r: Result<Option<Option<String>>, Infallible> =
-        sync_wait(schedule(&ctx.scheduler()).then(|()| thread_name()));
+    let r: Result<Option<Option<String>>, Infallible> = sync_wait(schedule(&ctx.scheduler()).then(|()| thread_name()));
     assert_eq!(r, Ok(Some(Some("free-fn".to_owned()))));
 }

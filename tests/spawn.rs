@@ -16,10 +16,7 @@ struct TestScope {
 impl SpawnScope for TestScope {
     fn completed(&self, panic: Option<Panic>) {
         if let Some(p) = panic {
-            self.panics
-                .lock()
-                .unwrap()
-                .push(p.message().unwrap_or("?").to_owned());
+            self.panics.lock().unwrap().push(p.message().unwrap_or("?").to_owned());
         }
         self.done.fetch_add(1, Ordering::SeqCst);
     }
@@ -51,27 +48,16 @@ fn default_domain_runs_spawned_work_inline_and_reports_panics() {
         }),
         scope.clone(),
     );
-    assert_eq!(
-        ran_here.load(Ordering::SeqCst),
-        1,
-        "inline on the spawning thread"
-    );
+    assert_eq!(ran_here.load(Ordering::SeqCst), 1, "inline on the spawning thread");
     spawn(just(()).then(|()| panic!("spawned boom")), scope.clone());
-    spawn(
-        just_stopped::<(), std::convert::Infallible>(),
-        scope.clone(),
-    );
+    spawn(just_stopped::<(), std::convert::Infallible>(), scope.clone());
     assert_eq!(scope.done.load(Ordering::SeqCst), 3);
     assert_eq!(*scope.panics.lock().unwrap(), ["spawned boom"]);
 }
 
 #[test]
 fn pool_spawns_from_a_worker_run_on_the_pool_and_all_complete() {
-    let pool = StaticThreadPool::builder()
-        .num_threads(2)
-        .thread_name(|i| format!("sp{i}"))
-        .build()
-        .unwrap();
+    let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("sp{i}")).build().unwrap();
     let sch = pool.scheduler();
     let scope = Arc::new(TestScope::default());
     let on_pool = Arc::new(AtomicUsize::new(0));
@@ -84,10 +70,7 @@ fn pool_spawns_from_a_worker_run_on_the_pool_and_all_complete() {
                 let op = op2.clone();
                 spawn(
                     s2.schedule().then(move |()| {
-                        if std::thread::current()
-                            .name()
-                            .is_some_and(|n| n.starts_with("sp"))
-                        {
+                        if std::thread::current().name().is_some_and(|n| n.starts_with("sp")) {
                             op.fetch_add(1, Ordering::SeqCst);
                         }
                     }),
@@ -118,8 +101,5 @@ fn pool_spawned_panics_reach_the_scope_and_workers_survive() {
     }
     wait_for(&scope, 100);
     assert_eq!(scope.panics.lock().unwrap().len(), 10);
-    assert_eq!(
-        sync_wait(pool.scheduler().schedule().then(|()| 5)).unwrap(),
-        Some(5)
-    );
+    assert_eq!(sync_wait(pool.scheduler().schedule().then(|()| 5)).unwrap(), Some(5));
 }

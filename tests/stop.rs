@@ -110,11 +110,7 @@ fn never_token_never_stops_and_never_runs_its_callback() {
         cb.as_mut().register();
     }
     assert_eq!(ran.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        dropped.load(Ordering::SeqCst),
-        1,
-        "the callback is dropped unrun"
-    );
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "the callback is dropped unrun");
 }
 
 #[test]
@@ -194,8 +190,7 @@ fn callback_dropping_a_callback_that_already_ran() {
         killer_ran.fetch_add(10, Ordering::SeqCst);
     }));
     killer.as_mut().register();
-    let mut victim: BoxedCallback =
-        Box::pin(StopCallback::new(source.token(), Box::new(bump(&ran))));
+    let mut victim: BoxedCallback = Box::pin(StopCallback::new(source.token(), Box::new(bump(&ran))));
     victim.as_mut().register();
     *slot.lock().unwrap() = Some(victim);
 
@@ -328,10 +323,7 @@ fn drop_waits_for_a_callback_running_on_another_thread() {
                 // Drop returned: the callback must have completely finished.
                 finished.load(Ordering::SeqCst)
             });
-            assert!(
-                dropper.join().unwrap(),
-                "drop returned before the callback finished"
-            );
+            assert!(dropper.join().unwrap(), "drop returned before the callback finished");
             assert!(requester.join().unwrap());
         });
     }
@@ -409,10 +401,7 @@ fn callback_in_a_pinned_option_field() {
     {
         // SAFETY: `source` outlives the operation state, dropped at the end of this block.
         let token = unsafe { source.token().detach() };
-        let mut op = pin!(OpState {
-            callback: Some(StopCallback::new(token, bump(&ran))),
-            _pin: PhantomPinned,
-        });
+        let mut op = pin!(OpState { callback: Some(StopCallback::new(token, bump(&ran))), _pin: PhantomPinned });
         op.as_mut().start();
         source.request_stop();
         assert_eq!(ran.load(Ordering::SeqCst), 1);
@@ -484,10 +473,7 @@ fn merged_with_a_never_token() {
     a.request_stop();
     assert!(merged.as_ref().token().stop_requested());
 
-    let mut both_never = pin!(MergedStopSource::new(
-        StopToken::never(),
-        StopToken::never()
-    ));
+    let mut both_never = pin!(MergedStopSource::new(StopToken::never(), StopToken::never()));
     both_never.as_mut().register();
     assert!(!both_never.as_ref().token().stop_requested());
     assert!(both_never.as_ref().request_stop());

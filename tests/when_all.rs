@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    Meeting, SAFETY_TIMEOUT, WaitProbe, cancel_on_stop, panic_message, stop_probe, thread_name,
-    wait_for_stop, with_stop,
+    Meeting, SAFETY_TIMEOUT, WaitProbe, cancel_on_stop, panic_message, stop_probe, thread_name, wait_for_stop,
+    with_stop,
 };
 use senders::*;
 
@@ -45,24 +45,12 @@ macro_rules! fail_once_started {
 #[test]
 fn when_all_completes_with_the_tuple_of_values() {
     assert_eq!(sync_wait(when_all((just(1),))), Ok(Some((1,))));
-    assert_eq!(
-        sync_wait(when_all((just(1), just("a"), just(2.5)))),
-        Ok(Some((1, "a", 2.5)))
-    );
+    assert_eq!(sync_wait(when_all((just(1), just("a"), just(2.5)))), Ok(Some((1, "a", 2.5))));
 }
 
 #[test]
 fn when_all_takes_up_to_eight_children() {
-    let r = sync_wait(when_all((
-        just(0),
-        just(1),
-        just(2),
-        just(3),
-        just(4),
-        just(5),
-        just(6),
-        just(7),
-    )));
+    let r = sync_wait(when_all((just(0), just(1), just(2), just(3), just(4), just(5), just(6), just(7))));
     assert_eq!(r, Ok(Some((0, 1, 2, 3, 4, 5, 6, 7))));
 }
 
@@ -75,10 +63,7 @@ fn when_all_of_children_on_other_threads_collects_their_values() {
         b.scheduler().schedule().then(|()| thread_name()),
         just(3),
     )));
-    assert_eq!(
-        r,
-        Ok(Some((Some("wa-a".to_owned()), Some("wa-b".to_owned()), 3)))
-    );
+    assert_eq!(r, Ok(Some((Some("wa-a".to_owned()), Some("wa-b".to_owned()), 3))));
 }
 
 #[test]
@@ -106,24 +91,15 @@ fn when_all_runs_children_on_different_contexts_concurrently() {
         std::thread::sleep(Duration::from_millis(50));
         meeting.meet(SAFETY_TIMEOUT)
     };
-    let r = sync_wait(when_all((
-        a.scheduler().schedule().then(child),
-        b.scheduler().schedule().then(child),
-    )));
+    let r = sync_wait(when_all((a.scheduler().schedule().then(child), b.scheduler().schedule().then(child))));
     assert_eq!(r, Ok(Some((true, true))), "the children did not overlap");
 }
 
 #[test]
 fn when_all_children_share_an_error_type_via_with_error() {
-    let r = sync_wait(when_all((
-        just(1).with_error::<&str>(),
-        just_error::<i32, &str>("e"),
-    )));
+    let r = sync_wait(when_all((just(1).with_error::<&str>(), just_error::<i32, &str>("e"))));
     assert_eq!(r, Err("e"));
-    let r = sync_wait(when_all((
-        just(1).with_error::<&str>(),
-        just(2).with_error::<&str>(),
-    )));
+    let r = sync_wait(when_all((just(1).with_error::<&str>(), just(2).with_error::<&str>())));
     assert_eq!(r, Ok(Some((1, 2))));
 }
 
@@ -132,10 +108,7 @@ fn when_all_children_share_an_error_type_via_with_error() {
 
 #[test]
 fn when_all_first_error_wins() {
-    let r = sync_wait(when_all((
-        just_error::<i32, _>("first"),
-        just_error::<i32, _>("second"),
-    )));
+    let r = sync_wait(when_all((just_error::<i32, _>("first"), just_error::<i32, _>("second"))));
     assert_eq!(r, Err("first"));
     let r = sync_wait(when_all((
         just(1).with_error::<&str>(),
@@ -147,15 +120,9 @@ fn when_all_first_error_wins() {
 
 #[test]
 fn when_all_error_beats_stopped() {
-    let r = sync_wait(when_all((
-        just_stopped::<i32, &str>(),
-        just_error::<i32, _>("e"),
-    )));
+    let r = sync_wait(when_all((just_stopped::<i32, &str>(), just_error::<i32, _>("e"))));
     assert_eq!(r, Err("e"));
-    let r = sync_wait(when_all((
-        just_error::<i32, _>("e"),
-        just_stopped::<i32, &str>(),
-    )));
+    let r = sync_wait(when_all((just_error::<i32, _>("e"), just_stopped::<i32, &str>())));
     assert_eq!(r, Err("e"));
 }
 
@@ -170,10 +137,7 @@ fn when_all_error_requests_stop_on_inline_siblings() {
         }),
     )));
     assert_eq!(r, Err("e"));
-    assert!(
-        seen.load(Ordering::SeqCst),
-        "the sibling started after the failure must see a stop request"
-    );
+    assert!(seen.load(Ordering::SeqCst), "the sibling started after the failure must see a stop request");
 }
 
 #[test]
@@ -181,15 +145,9 @@ fn when_all_error_stops_a_running_sibling_on_another_context() {
     let ctx = SingleThreadContext::with_name("sibling");
     let probe = WaitProbe::default();
     let start = Instant::now();
-    let r = sync_wait(when_all((
-        blocked_sibling(&ctx, &probe),
-        fail_once_started!(probe, "e"),
-    )));
+    let r = sync_wait(when_all((blocked_sibling(&ctx, &probe), fail_once_started!(probe, "e"))));
     assert_eq!(r, Err("e"));
-    assert!(
-        probe.saw_stop(),
-        "the running sibling was not asked to stop"
-    );
+    assert!(probe.saw_stop(), "the running sibling was not asked to stop");
     assert!(start.elapsed() < SAFETY_TIMEOUT);
 }
 
@@ -202,10 +160,7 @@ fn when_all_failure_stops_a_sibling_inside_a_nested_when_all() {
         fail_once_started!(probe, "outer"),
     )));
     assert_eq!(r, Err("outer"));
-    assert!(
-        probe.saw_stop(),
-        "the stop request was not forwarded into the nested when_all"
-    );
+    assert!(probe.saw_stop(), "the stop request was not forwarded into the nested when_all");
 }
 
 #[test]
@@ -244,11 +199,7 @@ fn when_all_stopped_child_requests_stop_on_siblings() {
 
 #[test]
 fn when_all_children_see_no_stop_request_while_all_succeed() {
-    let r = sync_wait(when_all((
-        stop_probe::<Infallible>(),
-        just(1),
-        stop_probe::<Infallible>(),
-    )));
+    let r = sync_wait(when_all((stop_probe::<Infallible>(), just(1), stop_probe::<Infallible>())));
     assert_eq!(r, Ok(Some((false, 1, false))));
 }
 
@@ -256,10 +207,7 @@ fn when_all_children_see_no_stop_request_while_all_succeed() {
 fn when_all_forwards_an_earlier_parent_stop_request_to_its_children() {
     let source = InplaceStopSource::new();
     source.request_stop();
-    let r = sync_wait(with_stop(
-        &source,
-        when_all((stop_probe::<Infallible>(), stop_probe::<Infallible>())),
-    ));
+    let r = sync_wait(with_stop(&source, when_all((stop_probe::<Infallible>(), stop_probe::<Infallible>()))));
     assert_eq!(r, Ok(Some((true, true))));
 }
 
@@ -273,10 +221,7 @@ fn when_all_forwards_a_parent_stop_request_to_running_children() {
             assert!(probe.wait_started(), "the child did not start");
             source.request_stop();
         });
-        sync_wait(with_stop(
-            &source,
-            when_all((blocked_sibling::<Infallible>(&ctx, &probe), just(1))),
-        ))
+        sync_wait(with_stop(&source, when_all((blocked_sibling::<Infallible>(&ctx, &probe), just(1)))))
     });
     assert_eq!(r, Ok(None));
     assert!(probe.saw_stop());
@@ -285,10 +230,7 @@ fn when_all_forwards_a_parent_stop_request_to_running_children() {
 #[test]
 fn when_all_error_completes_a_cancellable_sibling_through_its_stop_callback() {
     let registered = AtomicBool::new(false);
-    let r = sync_wait(when_all((
-        cancel_on_stop::<&str>(&registered),
-        just_error::<(), _>("e"),
-    )));
+    let r = sync_wait(when_all((cancel_on_stop::<&str>(&registered), just_error::<(), _>("e"))));
     assert_eq!(r, Err("e"));
     assert!(registered.load(Ordering::SeqCst));
 }
@@ -310,9 +252,7 @@ fn when_all_forwards_a_parent_stop_to_children_that_complete_inside_their_stop_c
                 // Watchdog: a stop that does not complete the operation would hang the test.
                 while !done.load(Ordering::SeqCst) {
                     if Instant::now() >= deadline {
-                        eprintln!(
-                            "round {round}: when_all did not complete after the stop request"
-                        );
+                        eprintln!("round {round}: when_all did not complete after the stop request");
                         std::process::abort();
                     }
                     std::thread::sleep(Duration::from_millis(1));
@@ -320,10 +260,7 @@ fn when_all_forwards_a_parent_stop_to_children_that_complete_inside_their_stop_c
             });
             let r = sync_wait(with_stop(
                 &source,
-                when_all((
-                    cancel_on_stop::<Infallible>(&a),
-                    cancel_on_stop::<Infallible>(&b),
-                )),
+                when_all((cancel_on_stop::<Infallible>(&a), cancel_on_stop::<Infallible>(&b))),
             ));
             done.store(true, Ordering::SeqCst);
             r
@@ -337,12 +274,7 @@ fn when_all_forwards_a_parent_stop_to_children_that_complete_inside_their_stop_c
 
 #[test]
 fn when_all_child_panic_reaches_the_caller() {
-    let msg = panic_message(|| {
-        sync_wait(when_all((
-            just(1),
-            just(()).then(|()| -> i32 { panic!("child boom") }),
-        )))
-    });
+    let msg = panic_message(|| sync_wait(when_all((just(1), just(()).then(|()| -> i32 { panic!("child boom") })))));
     assert_eq!(msg, "child boom");
 }
 
@@ -350,12 +282,7 @@ fn when_all_child_panic_reaches_the_caller() {
 fn when_all_child_panic_on_another_thread_reaches_the_caller() {
     let ctx = SingleThreadContext::new();
     let msg = panic_message(|| {
-        sync_wait(when_all((
-            just(1),
-            ctx.scheduler()
-                .schedule()
-                .then(|()| -> i32 { panic!("remote boom") }),
-        )))
+        sync_wait(when_all((just(1), ctx.scheduler().schedule().then(|()| -> i32 { panic!("remote boom") }))))
     });
     assert_eq!(msg, "remote boom");
 }
@@ -374,19 +301,13 @@ fn when_all_panic_stops_a_running_sibling() {
         )))
     });
     assert_eq!(msg, "child boom");
-    assert!(
-        probe.saw_stop(),
-        "the running sibling was not asked to stop"
-    );
+    assert!(probe.saw_stop(), "the running sibling was not asked to stop");
 }
 
 #[test]
 fn when_all_panic_beats_stopped() {
     let msg = panic_message(|| {
-        sync_wait(when_all((
-            just_stopped::<i32, Infallible>(),
-            just(()).then(|()| -> i32 { panic!("beats stop") }),
-        )))
+        sync_wait(when_all((just_stopped::<i32, Infallible>(), just(()).then(|()| -> i32 { panic!("beats stop") }))))
     });
     assert_eq!(msg, "beats stop");
 }
@@ -395,16 +316,12 @@ fn when_all_panic_beats_stopped() {
 fn when_all_first_failure_wins_between_error_and_panic() {
     let r = sync_wait(when_all((
         just_error::<i32, _>("error first"),
-        just(())
-            .with_error::<&str>()
-            .then(|()| -> i32 { panic!("second") }),
+        just(()).with_error::<&str>().then(|()| -> i32 { panic!("second") }),
     )));
     assert_eq!(r, Err("error first"));
     let msg = panic_message(|| {
         sync_wait(when_all((
-            just(())
-                .with_error::<&str>()
-                .then(|()| -> i32 { panic!("panic first") }),
+            just(()).with_error::<&str>().then(|()| -> i32 { panic!("panic first") }),
             just_error::<i32, _>("second"),
         )))
     });
@@ -424,9 +341,8 @@ fn when_all_children_see_the_parents_scheduler_and_queries() {
     let r = sync_wait(
         read_env(GetScheduler)
             .let_value(|outer: RunLoopScheduler| {
-                when_all((read_env(GetScheduler), read_env(Label))).then(
-                    move |(inner, label): (RunLoopScheduler, Option<&str>)| (inner == outer, label),
-                )
+                when_all((read_env(GetScheduler), read_env(Label)))
+                    .then(move |(inner, label): (RunLoopScheduler, Option<&str>)| (inner == outer, label))
             })
             .write_env(prop::<Label>("outer")),
     );
@@ -438,29 +354,11 @@ fn when_all_children_see_the_parents_scheduler_and_queries() {
 
 #[test]
 fn when_all_with_variant_behaves_as_when_all() {
-    assert_eq!(
-        sync_wait(when_all_with_variant((just(1), just("a")))),
-        Ok(Some((1, "a")))
-    );
-    assert_eq!(
-        sync_wait(when_all_with_variant((
-            just(1).with_error::<&str>(),
-            just_error::<i32, _>("e")
-        ))),
-        Err("e")
-    );
-    assert_eq!(
-        sync_wait(when_all_with_variant((
-            just(1),
-            just_stopped::<i32, Infallible>()
-        ))),
-        Ok(None)
-    );
+    assert_eq!(sync_wait(when_all_with_variant((just(1), just("a")))), Ok(Some((1, "a"))));
+    assert_eq!(sync_wait(when_all_with_variant((just(1).with_error::<&str>(), just_error::<i32, _>("e")))), Err("e"));
+    assert_eq!(sync_wait(when_all_with_variant((just(1), just_stopped::<i32, Infallible>()))), Ok(None));
     let msg = panic_message(|| {
-        sync_wait(when_all_with_variant((
-            just(1),
-            just(()).then(|()| -> i32 { panic!("variant boom") }),
-        )))
+        sync_wait(when_all_with_variant((just(1), just(()).then(|()| -> i32 { panic!("variant boom") }))))
     });
     assert_eq!(msg, "variant boom");
 }

@@ -125,9 +125,10 @@ pub struct LetSecondReceiver<R, Sch, D> {
 // SAFETY: the second sender may complete on another thread and run the final receiver
 // there; the environment behind it (the predecessor's scheduler, the parent env) is read
 // concurrently, hence `Sync`.
-unsafe impl<R: Send, Sch: Send + Sync, D> Send for LetSecondReceiver<R, Sch, D> {}
-// SAFETY: a shared reference only reaches the environment; see `LetSecondEnv`.
-unsafe impl<R, Sch: Sync, D> Sync for LetSecondReceiver<R, Sch, D> {}
+unsafe impl<R: Send + Sync, Sch: Send + Sync, D> Send for LetSecondReceiver<R, Sch, D> {}
+// SAFETY: a shared reference only reaches the environment, which calls `R::env(&R)`
+// (`R: Sync`); see `LetSecondEnv`.
+unsafe impl<R: Sync, Sch: Sync, D> Sync for LetSecondReceiver<R, Sch, D> {}
 
 impl<R, Sch, D> LetSecondReceiver<R, Sch, D> {
     fn shared(&self) -> &LetShared<R, Sch> {
@@ -144,30 +145,28 @@ impl<R, Sch, D> LetSecondReceiver<R, Sch, D> {
         R: Receiver<V, E>,
     {
         // SAFETY: the final receiver is present until taken by the completion.
-        unsafe { (*self.shared().rcvr.get()).as_ref() }
-            .expect("let: env after completion")
-            .env()
+        unsafe { (*self.shared().rcvr.get()).as_ref() }.expect("let: env after completion").env()
     }
 }
 
 impl<V, E, R: Receiver<V, E>, Sch: MaybeScheduler, D: MaybeDomain> Receiver<V, E> for LetSecondReceiver<R, Sch, D> {
-            type Env = LetSecondEnv<R, Sch, D, V, E>;
-            fn env(&self) -> &Self::Env {
-                // SAFETY: `LetSecondEnv` is a transparent wrapper of this receiver.
-                unsafe { &*(self as *const Self).cast::<LetSecondEnv<R, Sch, D, V, E>>() }
-            }
-            fn set_value(self, value: V) {
-                self.take().set_value(value)
-            }
-            fn set_error(self, error: E) {
-                self.take().set_error(error)
-            }
-            fn set_stopped(self) {
-                self.take().set_stopped()
-            }
-            fn set_panic(self, panic: Panic) {
-                self.take().set_panic(panic)
-            }
+    type Env = LetSecondEnv<R, Sch, D, V, E>;
+    fn env(&self) -> &Self::Env {
+        // SAFETY: `LetSecondEnv` is a transparent wrapper of this receiver.
+        unsafe { &*(self as *const Self).cast::<LetSecondEnv<R, Sch, D, V, E>>() }
+    }
+    fn set_value(self, value: V) {
+        self.take().set_value(value)
+    }
+    fn set_error(self, error: E) {
+        self.take().set_error(error)
+    }
+    fn set_stopped(self) {
+        self.take().set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        self.take().set_panic(panic)
+    }
 }
 
 /// The environment of a `let_*` second sender.
@@ -176,7 +175,7 @@ pub struct LetSecondEnv<R, Sch, D, V, E>(LetSecondReceiver<R, Sch, D>, PhantomDa
 
 // SAFETY: a shared env only reads the predecessor's scheduler (`Sync`) and the parent's
 // env (`Sync`), never the final receiver itself.
-unsafe impl<R: Receiver<V, E>, Sch: Sync, D, V, E> Sync for LetSecondEnv<R, Sch, D, V, E> where R::Env: Sync {}
+unsafe impl<R: Receiver<V, E> + Sync, Sch: Sync, D, V, E> Sync for LetSecondEnv<R, Sch, D, V, E> where R::Env: Sync {}
 
 impl<V, E, R: Receiver<V, E>, Sch: MaybeScheduler, D: MaybeDomain> Env for LetSecondEnv<R, Sch, D, V, E> {
     type Scheduler = Sch::Or<<R::Env as Env>::Scheduler>;
@@ -221,7 +220,7 @@ where
 // SAFETY: the predecessor may complete on another thread, where this receiver runs `f`,
 // builds the second sender's operation (dropped later with the parent, hence `Send`),
 // starts it, or forwards to the final receiver; the env is shared, hence `Sync`.
-unsafe impl<K: LetKind<S, F>, S: Sender, F: Send, R: Send> Send for LetFirstReceiver<K, S, F, R>
+unsafe impl<K: LetKind<S, F>, S: Sender, F: Send, R: Send + Sync> Send for LetFirstReceiver<K, S, F, R>
 where
     K::Second: SenderTo<LetSecondReceiver<R, K::Sched, S::Domain>>,
     <K::Second as SenderTo<LetSecondReceiver<R, K::Sched, S::Domain>>>::Operation: Send,
@@ -233,7 +232,7 @@ where
 {
 }
 // SAFETY: a shared reference only reaches the parent env (`Sync`).
-unsafe impl<K: LetKind<S, F>, S: Sender, F, R> Sync for LetFirstReceiver<K, S, F, R>
+unsafe impl<K: LetKind<S, F>, S: Sender, F, R: Sync> Sync for LetFirstReceiver<K, S, F, R>
 where
     K::Second: SenderTo<LetSecondReceiver<R, K::Sched, S::Domain>>,
     R: Receiver<K::Value, K::Error>,
@@ -254,9 +253,7 @@ where
 
     fn final_env(&self) -> &R::Env {
         // SAFETY: the final receiver stays in place until a completion takes it.
-        unsafe { (*(*self.state).shared.rcvr.get()).as_ref() }
-            .expect("let: env after completion")
-            .env()
+        unsafe { (*(*self.state).shared.rcvr.get()).as_ref() }.expect("let: env after completion").env()
     }
 
     /// Runs `f`, then connects and starts the second sender.

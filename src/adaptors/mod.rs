@@ -1,9 +1,9 @@
 //! Sender adaptors.
-pub(crate) mod then;
 pub(crate) mod bulk;
-pub(crate) mod when_all;
-pub(crate) mod let_;
-pub(crate) mod transfer;
 pub(crate) mod channels;
-pub(crate) mod write_env;
+pub(crate) mod let_;
 pub(crate) mod stop_when;
+pub(crate) mod then;
+pub(crate) mod transfer;
+pub(crate) mod when_all;
+pub(crate) mod write_env;

@@ -77,9 +77,9 @@ pub struct StopWhenReceiver<'a, V, E, R> {
 
 // SAFETY: the child may complete on another thread and run the final receiver there;
 // the env (the parent's, the merged source) is shared, hence `Sync`.
-unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send> Send for StopWhenReceiver<'_, V, E, R> where R::Env: Sync {}
+unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for StopWhenReceiver<'_, V, E, R> where R::Env: Sync {}
 // SAFETY: a shared reference only reaches the environment.
-unsafe impl<V, E, R: Receiver<V, E>> Sync for StopWhenReceiver<'_, V, E, R> where R::Env: Sync {}
+unsafe impl<V, E, R: Receiver<V, E> + Sync> Sync for StopWhenReceiver<'_, V, E, R> where R::Env: Sync {}
 
 impl<'a, V, E, R: Receiver<V, E>> StopWhenReceiver<'a, V, E, R> {
     fn state(&self) -> &StopWhenState<'a, R> {

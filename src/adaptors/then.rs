@@ -267,9 +267,6 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
 }
 
 /// Early customization entry used by [`SenderExt::then`](crate::SenderExt::then).
-pub(crate) fn then<S: Sender, F: ThenFn<S::Value>>(
-    sndr: S,
-    f: F,
-) -> <S::Domain as MaybeDomain>::EarlyThen<S, F> {
+pub(crate) fn then<S: Sender, F: ThenFn<S::Value>>(sndr: S, f: F) -> <S::Domain as MaybeDomain>::EarlyThen<S, F> {
     <S::Domain as MaybeDomain>::early_then(Then::new(sndr, f))
 }

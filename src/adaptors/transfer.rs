@@ -35,9 +35,7 @@ pub struct TransferCore<V, E, R> {
 impl<V, E, R: Receiver<V, E>> TransferCore<V, E, R> {
     fn env(&self) -> &R::Env {
         // SAFETY: the final receiver stays in place until the hop's completion takes it.
-        unsafe { (*self.rcvr.get()).as_ref() }
-            .expect("schedule_from: env after completion")
-            .env()
+        unsafe { (*self.rcvr.get()).as_ref() }.expect("schedule_from: env after completion").env()
     }
     fn take_rcvr(&self) -> R {
         // SAFETY: only one completion takes the final receiver, once.
@@ -104,7 +102,7 @@ where
 // SAFETY: the predecessor may complete on another thread: the outcome moves there and
 // then to the scheduler's thread, the hop's operation is built there and dropped with
 // the parent, and the env is read from both sides.
-unsafe impl<Sch: Scheduler, V: Send, E: Send, R: Receiver<V, E> + Send> Send for TransferReceiver<Sch, V, E, R>
+unsafe impl<Sch: Scheduler, V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for TransferReceiver<Sch, V, E, R>
 where
     Sch::Sender: SenderTo<TransferHopReceiver<V, E, R>>,
     R::Env: Sync,
@@ -168,7 +166,7 @@ pub struct TransferHopReceiver<V, E, R> {
 
 // SAFETY: the hop completes on the scheduler's thread, where it moves the stored
 // outcome and runs the final receiver; the env is shared, hence `Sync`.
-unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send> Send for TransferHopReceiver<V, E, R> where R::Env: Sync {}
+unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for TransferHopReceiver<V, E, R> where R::Env: Sync {}
 
 impl<V, E, R: Receiver<V, E>> TransferHopReceiver<V, E, R> {
     fn core(&self) -> &TransferCore<V, E, R> {
@@ -319,7 +317,8 @@ impl<Sch, R> StartsOnShared<Sch, R> {
 }
 
 /// The child's operation state in `starts_on(Sch, S)` completing to `R`.
-type ChildOp<Sch, S, R> = <S as SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>>::Operation;
+type ChildOp<Sch, S, R> =
+    <S as SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>>::Operation;
 
 /// What the hop's receiver works on: the shared part, the child, the child's slot.
 pub struct StartsOnState<Sch: Scheduler, S, R>
@@ -347,7 +346,7 @@ where
 unsafe impl<Sch: Scheduler, S, R> Send for StartsOnHopReceiver<Sch, S, R>
 where
     S: Sender + Send + SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>,
-    R: Receiver<S::Value, S::Error> + Send,
+    R: Receiver<S::Value, S::Error> + Send + Sync,
     R::Env: Sync,
     ChildOp<Sch, S, R>: Send,
 {
@@ -405,14 +404,14 @@ pub struct StartsOnReceiver<Sch, V, E, R> {
 
 // SAFETY: the child may complete on any thread and run the final receiver there; the
 // env (the scheduler, the parent env) is shared, hence `Sync`.
-unsafe impl<Sch: Sync, V: Send, E: Send, R: Receiver<V, E> + Send> Send for StartsOnReceiver<Sch, V, E, R> where
+unsafe impl<Sch: Sync, V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for StartsOnReceiver<Sch, V, E, R> where
     R::Env: Sync
 {
 }
 
 // SAFETY: a shared reference only reaches the environment: the scheduler (`Sync`) and
 // the parent env (`Sync`), never the final receiver's completion.
-unsafe impl<Sch: Sync, V, E, R: Receiver<V, E>> Sync for StartsOnReceiver<Sch, V, E, R> where R::Env: Sync {}
+unsafe impl<Sch: Sync, V, E, R: Receiver<V, E> + Sync> Sync for StartsOnReceiver<Sch, V, E, R> where R::Env: Sync {}
 
 impl<Sch, V, E, R: Receiver<V, E>> StartsOnReceiver<Sch, V, E, R> {
     fn shared(&self) -> &StartsOnShared<Sch, R> {

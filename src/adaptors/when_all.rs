@@ -226,9 +226,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     fn env(&self) -> &R::Env {
         // SAFETY: `rcvr` is written before any child starts and taken only by `complete`,
         // after every child has completed; children read it only before completing.
-        unsafe { (*self.rcvr.get()).as_ref() }
-            .expect("when_all: receiver used after completion")
-            .env()
+        unsafe { (*self.rcvr.get()).as_ref() }.expect("when_all: receiver used after completion").env()
     }
 
     /// Records that a child ended without a value. Returns nothing; the caller arrives.
@@ -315,20 +313,24 @@ pub struct WhenAllReceiver<V, C: SenderTuple, R> {
 }
 
 // SAFETY: a child may complete on another thread: it moves a `V` (and possibly the
-// final values and error) across, and may run the parent receiver there; the env it
-// reads is shared between children, hence `Sync`.
+// final values and error) across, and may run the parent receiver there; the children
+// call `R::env(&R)` concurrently, hence `R: Sync`, and share the env, hence `Sync`.
 unsafe impl<V: Send, C: SenderTuple, R> Send for WhenAllReceiver<V, C, R>
 where
     C::Values: Send,
     C::Error: Send,
-    R: Receiver<C::Values, C::Error> + Send,
+    R: Receiver<C::Values, C::Error> + Send + Sync,
     R::Env: Sync,
 {
 }
 
-// SAFETY: a shared reference only reaches the environment: the parent env (`Sync`)
-// and the children's stop source (`Sync`), never a slot or a completion.
-unsafe impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Sync for WhenAllReceiver<V, C, R> where R::Env: Sync {}
+// SAFETY: a shared reference only reaches the environment: the parent env through
+// `R::env(&R)` (`R: Sync`, `R::Env: Sync`) and the children's stop source (`Sync`),
+// never a slot or a completion.
+unsafe impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error> + Sync> Sync for WhenAllReceiver<V, C, R> where
+    R::Env: Sync
+{
+}
 
 impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> WhenAllReceiver<V, C, R> {
     fn shared(&self) -> &Shared<C, R> {
@@ -572,8 +574,7 @@ pub struct WhenAllOp<C: ConnectTuple<R>, R, P = Sequential> {
     _pin: PhantomPinned,
 }
 
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send, P: StartPolicy> OperationState
-    for WhenAllOp<C, R, P>
+impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send, P: StartPolicy> OperationState for WhenAllOp<C, R, P>
 where
     C::Values: Send,
     C::Error: Send,

@@ -64,8 +64,9 @@ pub struct WriteEnvReceiver<V, E, Q: Query, R> {
 }
 
 // SAFETY: a shared reference only reaches the environment: the written answer (`Sync`
-// by `Query::Value`) and the parent env (`Sync`), never the inner receiver's completion.
-unsafe impl<V, E, Q: Query, R: Receiver<V, E>> Sync for WriteEnvReceiver<V, E, Q, R> where R::Env: Sync {}
+// by `Query::Value`) and the parent env, through `R::env(&R)` (`R: Sync`, `R::Env: Sync`),
+// never the inner receiver's completion.
+unsafe impl<V, E, Q: Query, R: Receiver<V, E> + Sync> Sync for WriteEnvReceiver<V, E, Q, R> where R::Env: Sync {}
 
 impl<V, E, Q: Query, R: Receiver<V, E>> Env for WriteEnvReceiver<V, E, Q, R> {
     type Scheduler = <R::Env as Env>::Scheduler;
@@ -77,11 +78,7 @@ impl<V, E, Q: Query, R: Receiver<V, E>> Env for WriteEnvReceiver<V, E, Q, R> {
         self.rcvr.env().stop_token()
     }
     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
-        if key == TypeId::of::<Q>() {
-            Some(&self.value)
-        } else {
-            self.rcvr.env().prop(key)
-        }
+        if key == TypeId::of::<Q>() { Some(&self.value) } else { self.rcvr.env().prop(key) }
     }
 }
 

@@ -78,6 +78,9 @@ pub struct SyncWaitReceiver<V, E> {
 // the waiting thread, which reads it only after `finish` (mutex release/acquire); the
 // env it hands out is `Sync`.
 unsafe impl<V: Send, E: Send> Send for SyncWaitReceiver<V, E> {}
+// SAFETY: a shared reference only reaches `env()`, which reads the immutable
+// `SyncWaitEnv` (a scheduler handle, which is `Sync`).
+unsafe impl<V, E> Sync for SyncWaitReceiver<V, E> {}
 
 impl<V, E> SyncWaitReceiver<V, E> {
     fn complete(self, outcome: Outcome<V, E>) {

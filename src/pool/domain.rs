@@ -419,8 +419,10 @@ pub struct PoolBulkReceiver<V, E, K: Kernel<V, E>, R> {
 // on every worker (`Kernel: Sync`, which also requires what iterations share to be
 // `Sync` and what they mutate to be `Send`); the final receiver completes on any worker
 // (`Send`) and its env is read by all (`Sync`).
-unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Receiver<V, E> + Send> Send for PoolBulkReceiver<V, E, K, R> where
-    R::Env: Sync
+unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Receiver<V, E> + Send + Sync> Send
+    for PoolBulkReceiver<V, E, K, R>
+where
+    R::Env: Sync,
 {
 }
 

@@ -218,12 +218,8 @@ impl WorkerThread {
 
     /// Runs jobs until the pool terminates and no work is left anywhere.
     pub(crate) fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
-        let worker = WorkerThread {
-            index,
-            registry,
-            deque,
-            rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
-        };
+        let worker =
+            WorkerThread { index, registry, deque, rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)) };
         CURRENT.with(|c| c.set(&worker));
         loop {
             if let Some(job) = worker.find_work() {
@@ -249,5 +245,199 @@ impl WorkerThread {
             registry.sleep.sleep(index, || registry.has_work());
         }
         CURRENT.with(|c| c.set(ptr::null()));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! White-box tests of where `Registry::push` and `WorkerThread::push_local` queue a
+    //! job: a worker's own deque when pushed from one of this pool's workers, the shared
+    //! injector otherwise, and nowhere once shutdown began (outside submissions only).
+    //!
+    //! Jobs here must not panic (an unwinding job aborts the process), so they report
+    //! what they observed over a channel and the test thread asserts.
+
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::pool::StaticThreadPool;
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    type Thunk = Box<dyn FnOnce() + Send>;
+
+    /// Runs the boxed thunk that `data` points to, once.
+    ///
+    /// # Safety
+    ///
+    /// `data` comes from `Box::into_raw(Box<Thunk>)` in [`job`]; called once.
+    unsafe fn run_thunk(data: *const ()) {
+        // SAFETY: the caller's contract: we own the box and free it here.
+        let f = unsafe { Box::from_raw(data.cast_mut().cast::<Thunk>()) };
+        f();
+    }
+
+    /// A heap-allocated job that runs `f` once (and leaks if never run).
+    fn job(f: impl FnOnce() + Send + 'static) -> JobRef {
+        let boxed: Box<Thunk> = Box::new(Box::new(f));
+        // SAFETY: `run_thunk` frees exactly this box, once; the thunk is `Send`, so it
+        // may run on any thread.
+        unsafe { JobRef::new(Box::into_raw(boxed).cast(), run_thunk) }
+    }
+
+    /// The registry of `pool` (the field is private to `crate::pool`).
+    fn registry_of(pool: &StaticThreadPool) -> Arc<Registry> {
+        pool.registry.clone()
+    }
+
+    /// Blocks the only worker of a one-thread pool until the returned sender is dropped
+    /// or sent to; returns once the worker is inside the blocking job.
+    fn block_worker(registry: &Registry) -> mpsc::Sender<()> {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        assert!(registry.push(job(move || {
+            let _ = started_tx.send(());
+            let _ = release_rx.recv_timeout(TIMEOUT);
+        })));
+        started_rx.recv_timeout(TIMEOUT).expect("the blocking job did not start");
+        release_tx
+    }
+
+    /// Queue lengths seen from inside a job: (own deque, own stealer, injector).
+    type Lens = (usize, usize, usize);
+
+    #[test]
+    fn push_from_a_worker_goes_to_its_own_deque() {
+        let pool = StaticThreadPool::new(1).unwrap();
+        let registry = registry_of(&pool);
+        let (tx, rx) = mpsc::channel::<(Option<usize>, Lens, bool, Lens)>();
+        let (ran_tx, ran_rx) = mpsc::channel::<Option<usize>>();
+        let r = registry.clone();
+        assert!(registry.push(job(move || {
+            let lens = |w: &WorkerThread| (w.deque.len(), r.stealers[w.index].len(), r.injector.len());
+            let Some(worker) = WorkerThread::current_of(&r) else {
+                let _ = tx.send((None, (0, 0, 0), false, (0, 0, 0)));
+                return;
+            };
+            let before = lens(worker);
+            let r2 = r.clone();
+            let pushed = r.push(job(move || {
+                let _ = ran_tx.send(WorkerThread::current_of(&r2).map(WorkerThread::index));
+            }));
+            let after = lens(worker);
+            let _ = tx.send((Some(worker.index), before, pushed, after));
+        })));
+        let (index, before, pushed, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run");
+        assert_eq!(index, Some(0), "the job must run on worker 0");
+        assert_eq!(before, (0, 0, 0));
+        assert!(pushed, "a push from a worker is accepted");
+        assert_eq!(after, (1, 1, 0), "the job must be on the worker's own deque, not the injector");
+        assert_eq!(ran_rx.recv_timeout(TIMEOUT).expect("the pushed job did not run"), Some(0));
+    }
+
+    #[test]
+    fn push_local_goes_to_the_own_deque() {
+        let pool = StaticThreadPool::new(1).unwrap();
+        let registry = registry_of(&pool);
+        let (tx, rx) = mpsc::channel::<Option<(Lens, Lens)>>();
+        let (ran_tx, ran_rx) = mpsc::channel::<()>();
+        let r = registry.clone();
+        assert!(registry.push(job(move || {
+            let sent = WorkerThread::current_of(&r).map(|w| {
+                let before = (w.deque.len(), r.stealers[w.index].len(), r.injector.len());
+                w.push_local(job(move || {
+                    let _ = ran_tx.send(());
+                }));
+                (before, (w.deque.len(), r.stealers[w.index].len(), r.injector.len()))
+            });
+            let _ = tx.send(sent);
+        })));
+        let (before, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run").expect("not on a worker");
+        assert_eq!(before, (0, 0, 0));
+        assert_eq!(after, (1, 1, 0));
+        ran_rx.recv_timeout(TIMEOUT).expect("the locally pushed job did not run");
+    }
+
+    #[test]
+    fn push_from_outside_goes_to_the_injector() {
+        let pool = StaticThreadPool::new(1).unwrap();
+        let registry = registry_of(&pool);
+        assert!(WorkerThread::current_of(&registry).is_none(), "the test thread is no worker");
+        let release = block_worker(&registry);
+        let ran = Arc::new(AtomicBool::new(false));
+        let ran2 = ran.clone();
+        assert!(registry.push(job(move || ran2.store(true, Ordering::SeqCst))));
+        assert_eq!(registry.injector.len(), 1, "an outside push goes to the injector");
+        assert_eq!(registry.stealers[0].len(), 0, "and not to a worker's deque");
+        assert!(!ran.load(Ordering::SeqCst));
+        drop(release);
+        drop(pool);
+        assert!(ran.load(Ordering::SeqCst), "the queued job ran before the pool was dropped");
+    }
+
+    #[test]
+    fn push_from_a_worker_of_another_pool_goes_to_the_injector() {
+        let a = StaticThreadPool::new(1).unwrap();
+        let b = StaticThreadPool::new(1).unwrap();
+        let (ra, rb) = (registry_of(&a), registry_of(&b));
+        let release_b = block_worker(&rb);
+        let (tx, rx) = mpsc::channel::<Option<(bool, usize, usize)>>();
+        let (ran_tx, ran_rx) = mpsc::channel::<bool>();
+        let (ra2, rb2) = (ra.clone(), rb.clone());
+        assert!(ra.push(job(move || {
+            let sent = WorkerThread::current_of(&ra2).map(|w| {
+                // On a worker of `a`, but not of `b`.
+                let foreign = WorkerThread::current_of(&rb2).is_none();
+                let rb3 = rb2.clone();
+                let pushed = rb2.push(job(move || {
+                    let _ = ran_tx.send(WorkerThread::current_of(&rb3).is_some());
+                }));
+                (foreign && pushed, w.deque.len(), rb2.injector.len())
+            });
+            let _ = tx.send(sent);
+        })));
+        let (ok, own_len, injector_len) = rx.recv_timeout(TIMEOUT).expect("job did not run").expect("not on a");
+        assert!(ok);
+        assert_eq!(own_len, 0, "a push to another pool must not land on this worker's deque");
+        assert_eq!(injector_len, 1, "it goes to the other pool's injector");
+        drop(release_b);
+        assert!(ran_rx.recv_timeout(TIMEOUT).expect("job did not run on b"), "it runs on a worker of b");
+    }
+
+    #[test]
+    fn after_shutdown_began_outside_pushes_are_refused_and_worker_pushes_still_run() {
+        let pool = StaticThreadPool::new(1).unwrap();
+        let registry = registry_of(&pool);
+        let (tx, rx) = mpsc::channel::<(bool, bool)>();
+        let r = registry.clone();
+        let inner_ran = Arc::new(AtomicBool::new(false));
+        let inner = inner_ran.clone();
+        assert!(registry.push(job(move || {
+            // Wait until the pool is being dropped.
+            let deadline = std::time::Instant::now() + TIMEOUT;
+            while !r.terminating.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            let r2 = r.clone();
+            // A push from the worker during shutdown is queued and runs, with workers
+            // still alive (not `exited`).
+            let pushed = r.push(job(move || inner.store(!r2.exited(), Ordering::SeqCst)));
+            let _ = tx.send((r.terminating.load(Ordering::SeqCst), pushed));
+        })));
+        drop(pool);
+        let (terminating, pushed) = rx.recv_timeout(TIMEOUT).unwrap();
+        assert!(terminating && pushed);
+        assert!(inner_ran.load(Ordering::SeqCst), "work queued by a worker during shutdown ran before drop returned");
+        assert!(registry.exited());
+        let refused = Arc::new(AtomicBool::new(true));
+        let r = refused.clone();
+        assert!(
+            !registry.push(job(move || r.store(false, Ordering::SeqCst))),
+            "an outside push after shutdown is refused"
+        );
+        assert_eq!(registry.injector.len(), 0);
+        assert!(refused.load(Ordering::SeqCst));
     }
 }

@@ -60,9 +60,7 @@ impl<D: MaybeDomain> SingleThreadContext<D> {
         if let Some(name) = name {
             builder = builder.name(name.to_owned());
         }
-        let handle = builder
-            .spawn(move || run_loop.run())
-            .expect("SingleThreadContext: failed to spawn its thread");
+        let handle = builder.spawn(move || run_loop.run()).expect("SingleThreadContext: failed to spawn its thread");
         SingleThreadContext { sch, thread: Some(handle), _d: PhantomData }
     }
 

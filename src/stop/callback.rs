@@ -85,10 +85,7 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
     /// An unregistered callback.
     pub(crate) fn new(token: StopToken<'a>, callback: C) -> Self {
         RawStopCallback {
-            inner: Inner {
-                node: Node::new(execute::<C>),
-                callback: UnsafeCell::new(Some(callback)),
-            },
+            inner: Inner { node: Node::new(execute::<C>), callback: UnsafeCell::new(Some(callback)) },
             token,
             status: Status::Idle,
             _pin: PhantomPinned,
@@ -179,10 +176,7 @@ impl<C: Invoke> Drop for RawStopCallback<'_, C> {
 
 impl<C: Invoke> fmt::Debug for RawStopCallback<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StopCallback")
-            .field("token", &self.token)
-            .field("status", &self.status)
-            .finish_non_exhaustive()
+        f.debug_struct("StopCallback").field("token", &self.token).field("status", &self.status).finish_non_exhaustive()
     }
 }
 
@@ -238,9 +232,7 @@ impl<'a, F: FnOnce() + Send> StopCallback<'a, F> {
     /// A callback for `token`'s source, not registered yet. Cheap: no allocation, no
     /// synchronization.
     pub fn new(token: StopToken<'a>, f: F) -> Self {
-        StopCallback {
-            raw: RawStopCallback::new(token, f),
-        }
+        StopCallback { raw: RawStopCallback::new(token, f) }
     }
 
     /// The token the callback is (to be) registered on.

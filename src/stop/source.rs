@@ -134,9 +134,7 @@ impl Default for InplaceStopSource {
 
 impl fmt::Debug for InplaceStopSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InplaceStopSource")
-            .field("stop_requested", &self.stop_requested())
-            .finish_non_exhaustive()
+        f.debug_struct("InplaceStopSource").field("stop_requested", &self.stop_requested()).finish_non_exhaustive()
     }
 }
 
@@ -344,11 +342,7 @@ impl InplaceStopSource {
     /// Takes the lock unless stop has been requested, setting the stop flag as well if
     /// `request` is true. Returns whether the lock was taken.
     fn try_lock_unless_stopped(&self, request: bool) -> bool {
-        let add = if request {
-            LOCKED | STOP_REQUESTED
-        } else {
-            LOCKED
-        };
+        let add = if request { LOCKED | STOP_REQUESTED } else { LOCKED };
         let mut backoff = Backoff::new();
         let mut state = self.state.load(Ordering::Acquire);
         loop {
@@ -360,12 +354,7 @@ impl InplaceStopSource {
                 state = self.state.load(Ordering::Acquire);
                 continue;
             }
-            match self.state.compare_exchange_weak(
-                state,
-                state | add,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self.state.compare_exchange_weak(state, state | add, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return true,
                 Err(current) => state = current,
             }
@@ -383,12 +372,7 @@ impl InplaceStopSource {
                 state = self.state.load(Ordering::Relaxed);
                 continue;
             }
-            match self.state.compare_exchange_weak(
-                state,
-                state | LOCKED,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
+            match self.state.compare_exchange_weak(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return state,
                 Err(current) => state = current,
             }

@@ -20,8 +20,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use senders::{
-    Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender,
-    SenderTo, StopCallback, StopToken,
+    Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender, SenderTo, StopCallback,
+    StopToken,
 };
 
 /// How long a test-only sender waits for something that should happen promptly before
@@ -97,11 +97,7 @@ impl<E> Sender for StopProbe<E> {
 impl<E, R: Receiver<bool, E>> SenderTo<R> for StopProbe<E> {
     type Operation = ProbeOp<E, R>;
     fn connect(self, receiver: R) -> ProbeOp<E, R> {
-        ProbeOp {
-            rcvr: Some(receiver),
-            _e: PhantomData,
-            _pin: PhantomPinned,
-        }
+        ProbeOp { rcvr: Some(receiver), _e: PhantomData, _pin: PhantomPinned }
     }
 }
 
@@ -166,10 +162,7 @@ pub struct WaitForStop<'a, E> {
 ///
 /// Wrap it in `starts_on(ctx.scheduler(), ..)` so that it blocks a context's thread.
 pub fn wait_for_stop<E>(probe: &WaitProbe) -> WaitForStop<'_, E> {
-    WaitForStop {
-        probe,
-        _e: PhantomData,
-    }
+    WaitForStop { probe, _e: PhantomData }
 }
 
 impl<E> Sender for WaitForStop<'_, E> {
@@ -186,12 +179,7 @@ impl<E> Sender for WaitForStop<'_, E> {
 impl<'a, E, R: Receiver<(), E>> SenderTo<R> for WaitForStop<'a, E> {
     type Operation = WaitOp<'a, E, R>;
     fn connect(self, receiver: R) -> WaitOp<'a, E, R> {
-        WaitOp {
-            probe: self.probe,
-            rcvr: Some(receiver),
-            _e: PhantomData,
-            _pin: PhantomPinned,
-        }
+        WaitOp { probe: self.probe, rcvr: Some(receiver), _e: PhantomData, _pin: PhantomPinned }
     }
 }
 
@@ -237,10 +225,7 @@ pub struct WithStop<'a, S> {
 /// Runs `sndr` with `source`'s token as the stop token of its environment; the scheduler,
 /// domain and user queries are the parent's.
 pub fn with_stop<S: Sender>(source: &InplaceStopSource, sndr: S) -> WithStop<'_, S> {
-    WithStop {
-        sndr,
-        token: source.token(),
-    }
+    WithStop { sndr, token: source.token() }
 }
 
 impl<S: Sender> Sender for WithStop<'_, S> {
@@ -261,11 +246,7 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(StopEnvReceiver {
-            rcvr: receiver,
-            token: self.token,
-            _t: PhantomData,
-        })
+        self.sndr.connect(StopEnvReceiver { rcvr: receiver, token: self.token, _t: PhantomData })
     }
 }
 
@@ -329,10 +310,7 @@ pub struct CancelOnStop<'a, E> {
 /// Only use it where stop is requested after `registered` is set (it never completes
 /// under a token that cannot stop).
 pub fn cancel_on_stop<E>(registered: &AtomicBool) -> CancelOnStop<'_, E> {
-    CancelOnStop {
-        registered,
-        _e: PhantomData,
-    }
+    CancelOnStop { registered, _e: PhantomData }
 }
 
 impl<E> Sender for CancelOnStop<'_, E> {
@@ -405,10 +383,7 @@ impl<E, R: Receiver<(), E>> OperationState for CancelOp<'_, E, R> {
         // are not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: the receiver is present until the callback takes it, after registration.
-        let env_token = unsafe { (*this.rcvr.get()).as_ref() }
-            .expect("started once")
-            .env()
-            .stop_token();
+        let env_token = unsafe { (*this.rcvr.get()).as_ref() }.expect("started once").env().stop_token();
         // SAFETY: the source outlives the operation (it belongs to the parent's env), and
         // the callback is dropped with the operation, before the parent goes away.
         let token = unsafe { env_token.detach() };
