@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs the loom model-checking tests (tests/loom_*.rs) with the CI settings.
+# Runs the loom model-checking tests with the CI settings: the integration targets
+# tests/loom_*.rs and the models inside the library (the pool's sleep protocol, in
+# src/pool/sleep.rs, which needs crate internals).
 #
 #   tools/loom.sh                  # every loom test target
 #   tools/loom.sh register_races   # extra arguments go to `cargo test` (here: a filter)
@@ -20,5 +22,6 @@ fi
 export RUSTFLAGS="--cfg loom"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
-# `--test` accepts a glob: every loom_* target, but no other test is built.
-exec cargo test --release --test 'loom_*' "$@"
+# `--test` accepts a glob: every loom_* target, and `--lib` the in-crate models; no other
+# test is built.
+exec cargo test --release --lib --test 'loom_*' "$@"
