@@ -81,3 +81,26 @@ pub trait OperationState {
     /// not return before the completion.
     unsafe fn start(self: Pin<&mut Self>);
 }
+
+/// Implements [`Sender`] for an adaptor whose predecessor is its `sndr` field and whose
+/// domain and completion scheduler are the predecessor's.
+///
+/// `adaptor_sender!([generics] Type where [bounds] { value = V, error = E, stopped = expr });`
+macro_rules! adaptor_sender {
+    ([$($g:tt)*] $ty:ty where [$($w:tt)*] { value = $v:ty, error = $e:ty, stopped = $st:expr $(,)? }) => {
+        impl<$($g)*> $crate::sender::Sender for $ty
+        where
+            $($w)*
+        {
+            type Value = $v;
+            type Error = $e;
+            const SENDS_STOPPED: bool = $st;
+            type Domain = S::Domain;
+            type CompletionScheduler = S::CompletionScheduler;
+            fn completion_scheduler(&self) -> Self::CompletionScheduler {
+                self.sndr.completion_scheduler()
+            }
+        }
+    };
+}
+pub(crate) use adaptor_sender;

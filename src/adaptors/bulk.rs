@@ -6,7 +6,7 @@ use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::sender::{Sender, SenderTo};
+use crate::sender::{Sender, SenderTo, adaptor_sender};
 
 /// What one bulk iteration may return: `()`, or `Result<(), E>` to fail the whole bulk.
 pub trait BulkOutcome<E> {
@@ -66,22 +66,12 @@ impl<S, F> Bulk<S, F> {
     }
 }
 
-macro_rules! bulk_sender {
-    ($name:ident) => {
-        impl<S: Sender, F: BulkFn<S::Value, S::Error>> Sender for $name<S, F> {
-            type Value = S::Value;
-            type Error = S::Error;
-            const SENDS_STOPPED: bool = true;
-            type Domain = S::Domain;
-            type CompletionScheduler = S::CompletionScheduler;
-            fn completion_scheduler(&self) -> Self::CompletionScheduler {
-                self.sndr.completion_scheduler()
-            }
-        }
-    };
-}
-bulk_sender!(Bulk);
-bulk_sender!(BulkImpl);
+adaptor_sender!([S: Sender, F: BulkFn<S::Value, S::Error>] Bulk<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
+adaptor_sender!([S: Sender, F: BulkFn<S::Value, S::Error>] BulkImpl<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
 
 impl<S, F, R> SenderTo<R> for Bulk<S, F>
 where
@@ -221,25 +211,12 @@ pub struct BulkEachImpl<S, T, F> {
     _t: PhantomData<fn(&mut T)>,
 }
 
-macro_rules! bulk_each_sender {
-    ($name:ident) => {
-        impl<S: Sender, T, F: BulkEachFn<T, S::Error>> Sender for $name<S, T, F>
-        where
-            S::Value: AsMut<[T]>,
-        {
-            type Value = S::Value;
-            type Error = S::Error;
-            const SENDS_STOPPED: bool = true;
-            type Domain = S::Domain;
-            type CompletionScheduler = S::CompletionScheduler;
-            fn completion_scheduler(&self) -> Self::CompletionScheduler {
-                self.sndr.completion_scheduler()
-            }
-        }
-    };
-}
-bulk_each_sender!(BulkEach);
-bulk_each_sender!(BulkEachImpl);
+adaptor_sender!([S: Sender, T, F: BulkEachFn<T, S::Error>] BulkEach<S, T, F> where [S::Value: AsMut<[T]>] {
+    value = S::Value, error = S::Error, stopped = true
+});
+adaptor_sender!([S: Sender, T, F: BulkEachFn<T, S::Error>] BulkEachImpl<S, T, F> where [S::Value: AsMut<[T]>] {
+    value = S::Value, error = S::Error, stopped = true
+});
 
 impl<S, T, F, R> SenderTo<R> for BulkEach<S, T, F>
 where

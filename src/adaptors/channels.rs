@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::sender::{Sender, SenderTo};
+use crate::sender::{Sender, SenderTo, adaptor_sender};
 
 /// Declares a sender `$name<S, ..>` that connects its predecessor to `$rcv<.., R>`.
 macro_rules! reshaping_sender {
@@ -24,16 +24,9 @@ macro_rules! reshaping_sender {
             $($field: $fty,)*
         }
 
-        impl<S: Sender $(, $p)*> Sender for $name<S $(, $p)*> where $($bounds)* {
-            type Value = $value;
-            type Error = $error;
-            const SENDS_STOPPED: bool = $stopped;
-            type Domain = S::Domain;
-            type CompletionScheduler = S::CompletionScheduler;
-            fn completion_scheduler(&self) -> Self::CompletionScheduler {
-                self.sndr.completion_scheduler()
-            }
-        }
+        adaptor_sender!([S: Sender $(, $p)*] $name<S $(, $p)*> where [$($bounds)*] {
+            value = $value, error = $error, stopped = $stopped
+        });
 
         impl<S: Sender $(, $p)*, R> SenderTo<R> for $name<S $(, $p)*>
         where

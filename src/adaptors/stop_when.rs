@@ -7,7 +7,7 @@ use std::pin::Pin;
 use crate::env::Env;
 use crate::panic::Panic;
 use crate::receiver::Receiver;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
 use crate::stop::{MergedStopSource, StopToken};
 
 /// The sender of `stop_when(sndr, token)`.
@@ -32,16 +32,9 @@ pub fn stop_when<S: Sender>(sndr: S, token: StopToken<'_>) -> StopWhen<'_, S> {
     StopWhen { sndr, token }
 }
 
-impl<S: Sender> Sender for StopWhen<'_, S> {
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> S::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender] StopWhen<'_, S> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
 
 /// The final receiver and the merged stop source.
 pub struct StopWhenState<'a, R> {

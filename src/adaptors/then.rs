@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::sender::{Sender, SenderTo};
+use crate::sender::{Sender, SenderTo, adaptor_sender};
 
 /// A function `then` can apply to a value of type `V`. Implemented for every
 /// `FnOnce(V) -> U`.
@@ -52,16 +52,9 @@ impl<S, F> Then<S, F> {
     }
 }
 
-impl<S: Sender, F: ThenFn<S::Value>> Sender for Then<S, F> {
-    type Value = F::Output;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> Self::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, F: ThenFn<S::Value>] Then<S, F> where [] {
+    value = F::Output, error = S::Error, stopped = S::SENDS_STOPPED
+});
 
 impl<S, F, R> SenderTo<R> for Then<S, F>
 where
@@ -85,16 +78,9 @@ pub struct ThenImpl<S, F> {
     f: F,
 }
 
-impl<S: Sender, F: ThenFn<S::Value>> Sender for ThenImpl<S, F> {
-    type Value = F::Output;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> Self::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, F: ThenFn<S::Value>] ThenImpl<S, F> where [] {
+    value = F::Output, error = S::Error, stopped = S::SENDS_STOPPED
+});
 
 impl<S, F, R> SenderTo<R> for ThenImpl<S, F>
 where
@@ -150,16 +136,9 @@ impl<S, F> UponError<S, F> {
     }
 }
 
-impl<S: Sender, F: FnOnce(S::Error) -> S::Value> Sender for UponError<S, F> {
-    type Value = S::Value;
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> Self::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, F: FnOnce(S::Error) -> S::Value] UponError<S, F> where [] {
+    value = S::Value, error = Infallible, stopped = S::SENDS_STOPPED
+});
 
 impl<S, F, R> SenderTo<R> for UponError<S, F>
 where
@@ -215,16 +194,9 @@ impl<S, F> UponStopped<S, F> {
     }
 }
 
-impl<S: Sender, F: FnOnce() -> S::Value> Sender for UponStopped<S, F> {
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = false;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> Self::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, F: FnOnce() -> S::Value] UponStopped<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = false
+});
 
 impl<S, F, R> SenderTo<R> for UponStopped<S, F>
 where

@@ -16,7 +16,7 @@ use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
 use crate::stop::StopToken;
 
 enum Outcome<V, E> {
@@ -285,16 +285,9 @@ pub fn starts_on<Sch: Scheduler, S: Sender>(sch: Sch, sndr: S) -> StartsOn<Sch, 
     StartsOn { sch, sndr }
 }
 
-impl<Sch: Scheduler, S: Sender> Sender for StartsOn<Sch, S> {
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> S::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([Sch: Scheduler, S: Sender] StartsOn<Sch, S> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
 
 /// What the child's receiver needs: the final receiver and the scheduler.
 pub struct StartsOnShared<Sch, R> {

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use crate::env::{Env, Query};
 use crate::panic::Panic;
 use crate::receiver::Receiver;
-use crate::sender::{Sender, SenderTo};
+use crate::sender::{Sender, SenderTo, adaptor_sender};
 use crate::stop::StopToken;
 
 /// An answer to the user query `Q`, to be written into an environment with
@@ -33,16 +33,9 @@ impl<S, Q: Query> WriteEnv<S, Q> {
     }
 }
 
-impl<S: Sender, Q: Query> Sender for WriteEnv<S, Q> {
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> Self::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, Q: Query] WriteEnv<S, Q> where [] {
+    value = S::Value, error = S::Error, stopped = S::SENDS_STOPPED
+});
 
 impl<S, Q: Query, R> SenderTo<R> for WriteEnv<S, Q>
 where

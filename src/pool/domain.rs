@@ -18,7 +18,7 @@ use crate::domain::Domain;
 use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
 use crate::spawn::SpawnedOp;
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 
@@ -187,16 +187,9 @@ pub struct PoolBulk<S, F> {
     f: F,
 }
 
-impl<S: Sender, F: BulkFn<S::Value, S::Error>> Sender for PoolBulk<S, F> {
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> S::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, F: BulkFn<S::Value, S::Error>] PoolBulk<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
 
 /// The sender of `bulk_each` customized by the pool.
 #[must_use = "senders do nothing unless connected and started"]
@@ -206,19 +199,9 @@ pub struct PoolBulkEach<S, T, F> {
     _t: PhantomData<fn(&mut T)>,
 }
 
-impl<S: Sender, T, F: BulkEachFn<T, S::Error>> Sender for PoolBulkEach<S, T, F>
-where
-    S::Value: AsMut<[T]>,
-{
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = S::Domain;
-    type CompletionScheduler = S::CompletionScheduler;
-    fn completion_scheduler(&self) -> S::CompletionScheduler {
-        self.sndr.completion_scheduler()
-    }
-}
+adaptor_sender!([S: Sender, T, F: BulkEachFn<T, S::Error>] PoolBulkEach<S, T, F> where [S::Value: AsMut<[T]>] {
+    value = S::Value, error = S::Error, stopped = true
+});
 
 /// The state of a running parallel bulk, shared by its chunks.
 pub struct BulkState<V, E, K: Kernel<V, E>, R> {
