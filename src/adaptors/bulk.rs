@@ -119,6 +119,36 @@ pub struct BulkReceiver<F, R> {
 /// How many iterations run between two looks at the stop token.
 const STOP_CHECK_INTERVAL: usize = 64;
 
+/// Runs `step(i)` for `i` in `0..shape`, in order, looking at the receiver's stop token
+/// every [`STOP_CHECK_INTERVAL`] iterations. `Ok(Ok(true))`: all ran; `Ok(Ok(false))`:
+/// stopped; `Ok(Err(e))`: an iteration failed; `Err(p)`: an iteration panicked.
+fn run_in_order<V, E, R: Receiver<V, E>>(
+    rcvr: &R,
+    shape: usize,
+    mut step: impl FnMut(usize) -> Result<(), E>,
+) -> Result<Result<bool, E>, Panic> {
+    catch(|| {
+        let token = rcvr.env().stop_token();
+        for i in 0..shape {
+            if i % STOP_CHECK_INTERVAL == 0 && token.stop_requested() {
+                return Ok(false);
+            }
+            step(i)?;
+        }
+        Ok(true)
+    })
+}
+
+/// Completes a sequential bulk with what [`run_in_order`] reported.
+fn finish<V, E, R: Receiver<V, E>>(rcvr: R, value: V, run: Result<Result<bool, E>, Panic>) {
+    match run {
+        Ok(Ok(true)) => rcvr.set_value(value),
+        Ok(Ok(false)) => rcvr.set_stopped(),
+        Ok(Err(e)) => rcvr.set_error(e),
+        Err(p) => rcvr.set_panic(p),
+    }
+}
+
 impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F, R> {
     type Env = R::Env;
     fn env(&self) -> &R::Env {
@@ -126,22 +156,8 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F
     }
     fn set_value(self, value: V) {
         let BulkReceiver { shape, f, rcvr } = self;
-        let run = catch(|| {
-            let token = rcvr.env().stop_token();
-            for i in 0..shape {
-                if i % STOP_CHECK_INTERVAL == 0 && token.stop_requested() {
-                    return Ok(false);
-                }
-                f.call(i, &value)?;
-            }
-            Ok(true)
-        });
-        match run {
-            Ok(Ok(true)) => rcvr.set_value(value),
-            Ok(Ok(false)) => rcvr.set_stopped(),
-            Ok(Err(e)) => rcvr.set_error(e),
-            Err(p) => rcvr.set_panic(p),
-        }
+        let run = run_in_order(&rcvr, shape, |i| f.call(i, &value));
+        finish(rcvr, value, run);
     }
     fn set_error(self, error: E) {
         self.rcvr.set_error(error)
@@ -260,22 +276,9 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
     }
     fn set_value(self, mut value: V) {
         let BulkEachReceiver { f, rcvr, .. } = self;
-        let run = catch(|| {
-            let token = rcvr.env().stop_token();
-            for (i, item) in value.as_mut().iter_mut().enumerate() {
-                if i % STOP_CHECK_INTERVAL == 0 && token.stop_requested() {
-                    return Ok(false);
-                }
-                f.call(i, item)?;
-            }
-            Ok(true)
-        });
-        match run {
-            Ok(Ok(true)) => rcvr.set_value(value),
-            Ok(Ok(false)) => rcvr.set_stopped(),
-            Ok(Err(e)) => rcvr.set_error(e),
-            Err(p) => rcvr.set_panic(p),
-        }
+        let items = value.as_mut();
+        let run = run_in_order(&rcvr, items.len(), |i| f.call(i, &mut items[i]));
+        finish(rcvr, value, run);
     }
     fn set_error(self, error: E) {
         self.rcvr.set_error(error)
