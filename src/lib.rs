@@ -60,7 +60,7 @@ pub use factories::just::{Just, JustError, JustOp, JustStopped, just, just_error
 pub use factories::read_env::{ReadEnv, ReadEnvOp, read_env};
 pub use panic::Panic;
 pub use pool::{
-    BuildError, BulkState, EachKernel, ForkOnPool, Kernel, PoolBuilder, PoolBulk, PoolBulkEach, PoolBulkOp,
+    BuildError, BulkState, DEFAULT_STACK_SIZE, EachKernel, ForkOnPool, Kernel, PoolBuilder, PoolBulk, PoolBulkEach, PoolBulkOp,
     PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
 };
 pub use receiver::Receiver;

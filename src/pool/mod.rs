@@ -77,11 +77,21 @@ pub struct PoolBuilder {
     num_threads: Option<usize>,
     name: Option<NameFn>,
     pin: bool,
+    stack_size: usize,
 }
+
+/// The default stack size of a worker thread. Operation states live inline and deep
+/// sender trees make large ones (debug builds copy them on the stack as they are
+/// connected); stack memory is only committed where it is touched.
+pub const DEFAULT_STACK_SIZE: usize = 8 << 20;
 
 impl fmt::Debug for PoolBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PoolBuilder").field("num_threads", &self.num_threads).field("pin", &self.pin).finish()
+        f.debug_struct("PoolBuilder")
+            .field("num_threads", &self.num_threads)
+            .field("pin", &self.pin)
+            .field("stack_size", &self.stack_size)
+            .finish()
     }
 }
 
@@ -96,6 +106,13 @@ impl PoolBuilder {
     /// Names worker `i` with `name(i)`; defaults to `senders-worker-{i}`.
     pub fn thread_name(mut self, name: impl FnMut(usize) -> String + 'static) -> Self {
         self.name = Some(Box::new(name));
+        self
+    }
+
+    /// The stack size of each worker thread, in bytes; defaults to
+    /// [`DEFAULT_STACK_SIZE`] (8 MiB).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
         self
     }
 
@@ -120,7 +137,7 @@ impl PoolBuilder {
         for (index, deque) in deques.into_iter().enumerate() {
             let worker_registry = registry.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
-            let spawned = thread::Builder::new().name(name(index)).spawn(move || {
+            let spawned = thread::Builder::new().name(name(index)).stack_size(self.stack_size).spawn(move || {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
                 }
@@ -158,7 +175,7 @@ impl fmt::Debug for StaticThreadPool {
 impl StaticThreadPool {
     /// A builder with the defaults: one thread per logical CPU, unpinned.
     pub fn builder() -> PoolBuilder {
-        PoolBuilder { num_threads: None, name: None, pin: false }
+        PoolBuilder { num_threads: None, name: None, pin: false, stack_size: DEFAULT_STACK_SIZE }
     }
 
     /// A pool with `n` workers and default settings.
@@ -186,6 +203,11 @@ impl Drop for StaticThreadPool {
             if handle.thread().id() != me {
                 let _ = handle.join();
             }
+        }
+        // Dropped from one of its own workers: the others have exited; this one runs
+        // what is still queued, so queued work runs here as it would have there.
+        if let Some(worker) = WorkerThread::current_of(&self.registry) {
+            worker.run_remaining();
         }
         self.registry.drain_after_exit();
     }

@@ -184,6 +184,15 @@ impl WorkerThread {
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as usize
     }
 
+    /// Runs every job this worker can still find (its own deque, the injector, the
+    /// others' deques) until none is left. Used when the pool is dropped from this
+    /// worker, which cannot join itself: queued work must still run, not be cancelled.
+    pub(crate) fn run_remaining(&self) {
+        while let Some(job) = self.find_work() {
+            job.execute();
+        }
+    }
+
     /// Local LIFO first, then a batch from the injector, then stealing from the other
     /// workers starting at a random victim.
     fn find_work(&self) -> Option<JobRef> {
