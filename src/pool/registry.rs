@@ -7,7 +7,7 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
 use super::sleep::Sleep;
 use crate::schedulers::run_loop::AbortOnUnwind;
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, thread};
 
 /// A type-erased pointer to a job that lives elsewhere (usually inside a pinned
 /// operation state), with the function that runs it.
@@ -139,7 +139,7 @@ pub(crate) struct WorkerThread {
     rng: Cell<u64>,
 }
 
-/// Iterations of looking for work before going to sleep.
+/// Rounds of looking for work before going to sleep (half spinning, half yielding).
 const SPIN_ROUNDS: usize = 64;
 
 impl WorkerThread {
@@ -236,8 +236,15 @@ impl WorkerThread {
                 continue;
             }
             let mut found = None;
-            for _ in 0..SPIN_ROUNDS {
-                std::hint::spin_loop();
+            for round in 0..SPIN_ROUNDS {
+                // Short spins first, then yields: a worker stays awake for tens of
+                // microseconds (a round trip from outside the pool then finds it awake)
+                // but still goes to sleep soon when the pool is idle.
+                if round < SPIN_ROUNDS / 2 {
+                    std::hint::spin_loop();
+                } else {
+                    thread::yield_now();
+                }
                 found = worker.find_work();
                 if found.is_some() {
                     break;

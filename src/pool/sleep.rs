@@ -1,7 +1,7 @@
 //! Sleep and wake-up of idle workers. The protocol and its argument are in
 //! `src/pool/README.md`.
 
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering, fence};
 
 #[cfg(not(loom))]
 type Flag = parking_lot::Mutex<bool>;
@@ -47,9 +47,10 @@ impl Sleep {
     /// sleep) says there is something to do. Returns when woken or when work appeared.
     pub(crate) fn sleep(&self, index: usize, has_work: impl Fn() -> bool) {
         let (word, bit) = (&self.sleeping[index / BITS], 1usize << (index % BITS));
-        // Announce. A pusher's RMW of this word either comes after this (and sees the
-        // bit) or before it (and then its push happens-before `has_work` below).
+        // Announce, then fence. With the pusher's fence between its push and its load of
+        // this word, either the pusher sees the bit, or `has_work` below sees the push.
         word.fetch_or(bit, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
         if has_work() {
             // Take the bit back, unless a waker already claimed us: then its signal is
             // on the way and must be consumed.
@@ -67,11 +68,16 @@ impl Sleep {
 
     /// Wakes one sleeping worker, if any sleeps. Called after work was pushed.
     pub(crate) fn wake_one(&self) {
+        // The push path: one fence and plain loads of words that stay shared in every
+        // core's cache while nobody sleeps. See `sleep` and README.md for the argument.
+        fence(Ordering::SeqCst);
+        if self.sleeping.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
+            return;
+        }
         let words = self.sleeping.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % words;
+        let start = if words == 1 { 0 } else { self.next.fetch_add(1, Ordering::Relaxed) % words };
         for w in (start..words).chain(0..start) {
-            // An RMW read, not a load: it is ordered with the sleepers' `fetch_or`.
-            let mut bits = self.sleeping[w].fetch_or(0, Ordering::AcqRel);
+            let mut bits = self.sleeping[w].load(Ordering::Acquire);
             while bits != 0 {
                 let bit = 1usize << bits.trailing_zeros();
                 if self.claim(w, bit) {
@@ -84,8 +90,9 @@ impl Sleep {
 
     /// Wakes every sleeping worker (shutdown).
     pub(crate) fn wake_all(&self) {
+        fence(Ordering::SeqCst);
         for w in 0..self.sleeping.len() {
-            let mut bits = self.sleeping[w].fetch_or(0, Ordering::AcqRel);
+            let mut bits = self.sleeping[w].load(Ordering::Acquire);
             while bits != 0 {
                 let bit = 1usize << bits.trailing_zeros();
                 self.claim(w, bit);

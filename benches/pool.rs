@@ -1,0 +1,1095 @@
+//! The static work-stealing pool against rayon, in the same run, with the same number of
+//! workers ([`THREADS`] = 2) on both sides.
+//!
+//! | group | ours (`senders`) | rayon | also |
+//! |---|---|---|---|
+//! | `schedule/outside` | `sync_wait(sch.schedule())` | `pool.install(\|\| ())` | |
+//! | `schedule/chain` | [`SCHED_N`] sequential `schedule()`s from a worker | as many chained `rayon::spawn`s | |
+//! | `schedule/fanout` | [`SCHED_N`] independent `schedule()`s from a worker | `rayon::scope` with as many `spawn`s | |
+//! | `bulk_mem` | `bulk_each(x += 1)`, early and late customized | `par_iter_mut` | a sequential loop |
+//! | `bulk_compute` | `bulk_each(x = sin(√x) + 1)`, early and late | `par_iter_mut` | a sequential loop |
+//! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain |
+//! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
+//!
+//! Run one group at a time (2 cores: the numbers are noisy):
+//!
+//! ```text
+//! cargo bench --bench pool -- bulk_mem --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! After each group, every benchmark that ran is also run against rayon's benchmark of
+//! the same case in interleaved rounds (ours, rayon, rayon, ours, ...), which resists
+//! the background load of a shared machine far better than two separate criterion
+//! runs. At the end the binary prints, per benchmark, the median time per iteration of
+//! its criterion samples, that time ÷ rayon's, and the interleaved ratio (median and
+//! range over the rounds).
+//!
+//! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
+//! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
+//! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, and
+//! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
+//! `rayon_outside` (`n` round trips from outside).
+//!
+//! `fib` and `tree` need a recursive sender, which Rust cannot name directly (its
+//! operation state would contain itself). [`Fib`] and [`Tree`] cut the recursion with
+//! one heap allocation per internal node: the node's operation state connects
+//! `when_all((child, child)).then(combine)` to an [`Erased`] receiver (a data pointer and
+//! a table of functions) and boxes the result; the box is freed as soon as it completes.
+//! The erased receiver's environment is the parent's, seen through `&dyn Env`, so the
+//! pool scheduler (and its domain, which turns `when_all` into fork-join) stays current
+//! all the way down.
+
+use std::any::{Any, TypeId};
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once, mpsc};
+use std::time::Instant;
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
+use rayon::prelude::*;
+use senders::{
+    EmptyEnv, Env, MaybeDomain, MaybeScheduler, NoDomain, NoScheduler, OperationState, Panic, PoolDomain, PoolOp,
+    PoolScheduler, Receiver, RunLoopScheduler, Scheduler, Sender, SenderExt, SenderTo, StaticThreadPool, StopToken,
+    just, starts_on, sync_wait, when_all,
+};
+
+/// Workers in both pools.
+const THREADS: usize = 2;
+/// Schedule operations per iteration of `schedule/chain` and `schedule/fanout`.
+const SCHED_N: usize = 10_000;
+/// Elements of the `bulk` vectors (16 Mi `f64`, 128 MiB).
+const BULK_LEN: usize = 16 << 20;
+/// Depth of the `tree` benchmark: `Tree(TREE_DEPTH)` has `2^TREE_DEPTH - 1` nodes.
+const TREE_DEPTH: u32 = 20;
+/// Argument of the `fib` benchmark.
+const FIB_N: u64 = 30;
+
+fn pools() -> (StaticThreadPool, rayon::ThreadPool) {
+    let ours = StaticThreadPool::new(THREADS).expect("senders pool");
+    let theirs = rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("rayon pool");
+    (ours, theirs)
+}
+
+// ---------------------------------------------------------------------------------------
+// Recording: criterion's samples, plus an interleaved comparison with rayon.
+// ---------------------------------------------------------------------------------------
+
+/// One benchmark that ran: its criterion samples and, if it has a rayon sibling, the
+/// interleaved ratios.
+struct Record {
+    key: String,
+    /// The criterion sample size: the last `sample_size` entries of `per_iter` are the
+    /// measured samples (criterion calls the routine for warm-up first).
+    sample_size: usize,
+    /// Nanoseconds per iteration of each call of the routine.
+    per_iter: Vec<f64>,
+    /// `ours / rayon` of each interleaved round.
+    paired: Vec<f64>,
+}
+
+/// Every benchmark that ran, in order.
+static RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
+
+fn with_record<T>(key: &str, sample_size: usize, f: impl FnOnce(&mut Record) -> T) -> T {
+    let mut records = RECORDS.lock().unwrap();
+    let i = match records.iter().position(|r| r.key == key) {
+        Some(i) => i,
+        None => {
+            records.push(Record { key: key.to_owned(), sample_size, per_iter: Vec::new(), paired: Vec::new() });
+            records.len() - 1
+        }
+    };
+    f(&mut records[i])
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn format_ns(ns: f64) -> String {
+    match ns {
+        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
+        ns if ns >= 1e3 => format!("{:.2} µs", ns / 1e3),
+        ns => format!("{ns:.1} ns"),
+    }
+}
+
+/// Prints, for every benchmark that ran: the median of its criterion samples (time per
+/// iteration), the ratio of that to the rayon benchmark of the same case (same id with
+/// the last segment replaced by `rayon`), and the interleaved ratio (median and range
+/// of [`PAIRED_ROUNDS`] rounds that alternate the two), which resists the background
+/// load of a shared 2-core machine much better.
+fn print_ratios() {
+    let records = RECORDS.lock().unwrap();
+    if records.is_empty() {
+        return;
+    }
+    let medians: Vec<(&str, f64)> = records
+        .iter()
+        .map(|r| (r.key.as_str(), median(&r.per_iter[r.per_iter.len().saturating_sub(r.sample_size)..])))
+        .collect();
+    println!("\n{:<34} {:>11} {:>9} {:>28}", "benchmark", "median/iter", "÷ rayon", "interleaved ÷ rayon [range]");
+    for (r, &(key, t)) in records.iter().zip(&medians) {
+        let rayon_key = rayon_sibling(key);
+        let ratio = medians
+            .iter()
+            .find(|(k, _)| *k == rayon_key)
+            .map_or_else(|| "-".to_owned(), |&(_, base)| format!("{:.2}×", t / base));
+        let paired = if r.paired.is_empty() {
+            "-".to_owned()
+        } else {
+            let lo = r.paired.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = r.paired.iter().copied().fold(0.0, f64::max);
+            format!("{:.2}× [{lo:.2}–{hi:.2}]", median(&r.paired))
+        };
+        println!("{key:<34} {:>11} {ratio:>9} {paired:>28}", format_ns(t));
+    }
+}
+
+fn rayon_sibling(key: &str) -> String {
+    match key.rsplit_once('/') {
+        Some((prefix, _)) => format!("{prefix}/rayon"),
+        None => String::new(),
+    }
+}
+
+/// Rounds of the interleaved comparison.
+const PAIRED_ROUNDS: usize = 15;
+/// Minimum duration of one timed batch of the interleaved comparison.
+const PAIRED_BATCH_NS: f64 = 5e6;
+
+/// A benchmark routine kept for the interleaved comparison.
+type Routine<'f> = Box<dyn FnMut() + 'f>;
+
+/// A criterion group whose benchmarks also feed [`RECORDS`], and which, when finished,
+/// compares every benchmark that ran with its rayon sibling in interleaved rounds.
+struct Group<'c, 'f> {
+    name: &'static str,
+    samples: usize,
+    group: BenchmarkGroup<'c, WallTime>,
+    routines: Vec<(String, Routine<'f>)>,
+}
+
+impl<'c, 'f> Group<'c, 'f> {
+    fn new(c: &'c mut Criterion, name: &'static str, samples: usize) -> Self {
+        let mut group = c.benchmark_group(name);
+        group.sample_size(samples).sampling_mode(SamplingMode::Flat);
+        Group { name, samples, group, routines: Vec::new() }
+    }
+
+    /// Benchmarks `f`, one call per iteration.
+    fn bench<T>(&mut self, id: &str, mut f: impl FnMut() -> T + 'f) {
+        let key = format!("{}/{id}", self.name);
+        let samples = self.samples;
+        let mut routine: Routine<'f> = Box::new(move || {
+            black_box(f());
+        });
+        self.group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    routine();
+                }
+                let elapsed = start.elapsed();
+                with_record(&key, samples, |r| r.per_iter.push(elapsed.as_nanos() as f64 / iters as f64));
+                elapsed
+            })
+        });
+        self.routines.push((key, routine));
+    }
+
+    /// Finishes the criterion group, then runs the interleaved comparison: for every
+    /// benchmark that ran and has a rayon sibling that ran, [`PAIRED_ROUNDS`] rounds of
+    /// one batch of each, alternating which goes first; each round's ratio is recorded.
+    fn finish(self) {
+        let Group { group, mut routines, samples, .. } = self;
+        group.finish();
+        let ran: Vec<(String, f64)> = RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (r.key.clone(), median(&r.per_iter[r.per_iter.len().saturating_sub(r.sample_size)..])))
+            .collect();
+        let time_of = |key: &str| ran.iter().find(|(k, _)| k == key).map(|&(_, t)| t);
+        for i in 0..routines.len() {
+            let key = routines[i].0.clone();
+            let rayon_key = rayon_sibling(&key);
+            let Some(rayon) = routines.iter().position(|(k, _)| *k == rayon_key) else { continue };
+            let (Some(t), Some(rayon_t)) = (time_of(&key), time_of(&rayon_key)) else { continue };
+            if i == rayon {
+                continue;
+            }
+            let batch = |t: f64| (PAIRED_BATCH_NS / t).ceil().max(1.0) as u32;
+            let (n_ours, n_rayon) = (batch(t), batch(rayon_t));
+            let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
+            for round in 0..PAIRED_ROUNDS {
+                let mut time = |j: usize, n: u32| {
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        (routines[j].1)();
+                    }
+                    start.elapsed().as_nanos() as f64 / f64::from(n)
+                };
+                let (ours, theirs) = if round % 2 == 0 {
+                    let ours = time(i, n_ours);
+                    (ours, time(rayon, n_rayon))
+                } else {
+                    let theirs = time(rayon, n_rayon);
+                    (time(i, n_ours), theirs)
+                };
+                ratios.push(ours / theirs);
+            }
+            with_record(&key, samples, |r| r.paired = ratios);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// `schedule`: the cost of one trip through the pool's queues.
+// ---------------------------------------------------------------------------------------
+
+/// How a schedule operation of [`Chain`] or [`FanOut`] ended.
+enum Done {
+    Value,
+    Stopped,
+    Panic(Panic),
+}
+
+/// The receiver of the schedule operations of [`Chain`] and [`FanOut`]: a pointer to the
+/// operation that owns them and the function that takes the completion.
+struct Hop {
+    op: *const (),
+    done: unsafe fn(*const (), Done),
+}
+
+// SAFETY: `Hop`s are made only by `ChainOp<R>` and `FanOutOp<R>`, which require `R: Send`;
+// `done` may run on any worker and touches only that operation's atomics, its (`Send`)
+// final receiver and, for `Chain`, its next schedule operation, never concurrently.
+unsafe impl Send for Hop {}
+
+impl Hop {
+    fn finish(self, done: Done) {
+        // SAFETY: `op` is the live operation that made this receiver (it outlives its
+        // schedule operations) and `done` is its own function.
+        unsafe { (self.done)(self.op, done) }
+    }
+}
+
+impl Receiver<(), Infallible> for Hop {
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
+    }
+    fn set_value(self, (): ()) {
+        self.finish(Done::Value)
+    }
+    fn set_error(self, error: Infallible) {
+        match error {}
+    }
+    fn set_stopped(self) {
+        self.finish(Done::Stopped)
+    }
+    fn set_panic(self, panic: Panic) {
+        self.finish(Done::Panic(panic))
+    }
+}
+
+fn complete<R: Receiver<(), Infallible>>(rcvr: R, done: Done) {
+    match done {
+        Done::Value => rcvr.set_value(()),
+        Done::Stopped => rcvr.set_stopped(),
+        Done::Panic(p) => rcvr.set_panic(p),
+    }
+}
+
+/// `n` schedule operations on the pool, one after the other: each completes on a worker
+/// and starts the next from there (a push on that worker's deque and a pop, possibly by
+/// the other worker). No allocation: the one operation state is rebuilt in place.
+struct Chain {
+    sch: PoolScheduler,
+    n: usize,
+}
+
+impl Sender for Chain {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for Chain {
+    type Operation = ChainOp<R>;
+    fn connect(self, rcvr: R) -> ChainOp<R> {
+        ChainOp {
+            sch: self.sch,
+            left: Cell::new(self.n),
+            rcvr: UnsafeCell::new(Some(rcvr)),
+            hop: UnsafeCell::new(None),
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The operation state of [`Chain`].
+struct ChainOp<R> {
+    sch: PoolScheduler,
+    /// Schedule operations still to start; touched by one thread at a time (each hop
+    /// happens after the previous one's push, which orders the accesses).
+    left: Cell<usize>,
+    rcvr: UnsafeCell<Option<R>>,
+    hop: UnsafeCell<Option<PoolOp<Hop>>>,
+    _pin: PhantomPinned,
+}
+
+impl<R: Receiver<(), Infallible> + Send> ChainOp<R> {
+    /// Starts the next schedule operation, or completes when none is left.
+    ///
+    /// # Safety
+    ///
+    /// `this` is this started, pinned operation; no schedule operation of it is pending.
+    unsafe fn next(this: *const Self) {
+        // SAFETY: no schedule operation is pending, so nobody else touches the fields.
+        let left = unsafe { (*this).left.get() };
+        if left == 0 {
+            // SAFETY: as above; this is the operation's single completion.
+            unsafe { Self::finish(this, Done::Value) };
+            return;
+        }
+        // SAFETY: as above.
+        unsafe { (*this).left.set(left - 1) };
+        let hop = Hop { op: this.cast(), done: Self::done };
+        // SAFETY: the previous schedule operation (if any) has delivered its completion
+        // and does not touch its memory again, so it may be replaced in place; the new
+        // one is pinned in the slot (inside the pinned `ChainOp`) and started once.
+        unsafe {
+            let slot = &mut *(*this).hop.get();
+            let op = slot.insert((*this).sch.schedule().connect(hop));
+            Pin::new_unchecked(op).start();
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `op` is a started `ChainOp<R>` whose pending schedule operation just completed.
+    unsafe fn done(op: *const (), done: Done) {
+        let this = op.cast::<Self>();
+        match done {
+            // SAFETY: forwarded; nothing is pending any more.
+            Done::Value => unsafe { Self::next(this) },
+            // SAFETY: as above.
+            other => unsafe { Self::finish(this, other) },
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `this` is live, nothing of it is pending, and it completes once.
+    unsafe fn finish(this: *const Self, done: Done) {
+        // SAFETY: exclusive access by the contract; the receiver is taken once.
+        let rcvr = unsafe { (*(*this).rcvr.get()).take() }.expect("chain completes once");
+        complete(rcvr, done);
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> OperationState for ChainOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: the operation is only addressed, never moved.
+        let this: *const Self = unsafe { self.get_unchecked_mut() };
+        // SAFETY: started once and pinned; nothing is pending yet.
+        unsafe { Self::next(this) };
+    }
+}
+
+/// `n` independent schedule operations on the pool, all started from the thread that
+/// starts this (a worker, under `starts_on`), joined by an atomic count: one push on
+/// the starting worker's deque each, run by whichever worker gets to it. One allocation
+/// per iteration: the vector of the `n` operation states.
+struct FanOut {
+    sch: PoolScheduler,
+    n: usize,
+}
+
+impl Sender for FanOut {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for FanOut {
+    type Operation = FanOutOp<R>;
+    fn connect(self, rcvr: R) -> FanOutOp<R> {
+        FanOutOp {
+            sch: self.sch,
+            n: self.n,
+            remaining: AtomicUsize::new(self.n),
+            failure: Mutex::new(None),
+            rcvr: UnsafeCell::new(Some(rcvr)),
+            ops: UnsafeCell::new(Vec::new()),
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The operation state of [`FanOut`].
+struct FanOutOp<R> {
+    sch: PoolScheduler,
+    n: usize,
+    remaining: AtomicUsize,
+    /// The first non-value completion of a child (never happens while the pool lives).
+    failure: Mutex<Option<Done>>,
+    rcvr: UnsafeCell<Option<R>>,
+    ops: UnsafeCell<Vec<PoolOp<Hop>>>,
+    _pin: PhantomPinned,
+}
+
+impl<R: Receiver<(), Infallible> + Send> FanOutOp<R> {
+    /// # Safety
+    ///
+    /// `op` is a started `FanOutOp<R>`; each of its schedule operations calls this once.
+    unsafe fn done(op: *const (), done: Done) {
+        let this = op.cast::<Self>();
+        // SAFETY: alive until the last arrival, which is at the earliest this one.
+        let s = unsafe { &*this };
+        if !matches!(done, Done::Value) {
+            s.failure.lock().unwrap().get_or_insert(done);
+        }
+        if s.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let done = s.failure.lock().unwrap().take().unwrap_or(Done::Value);
+        // SAFETY: every schedule operation has arrived: the receiver is ours to take,
+        // once. Nothing of `s` is touched after the completion.
+        let rcvr = unsafe { (*s.rcvr.get()).take() }.expect("fan-out completes once");
+        complete(rcvr, done);
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> OperationState for FanOutOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: the operation is only addressed, never moved.
+        let this: *const Self = unsafe { self.get_unchecked_mut() };
+        // SAFETY: nothing has started yet: exclusive access.
+        let n = unsafe { (*this).n };
+        if n == 0 {
+            // SAFETY: as above; the single completion.
+            let rcvr = unsafe { (*(*this).rcvr.get()).take() }.expect("fan-out completes once");
+            rcvr.set_value(());
+            return;
+        }
+        // SAFETY: as above. The vector gets its final capacity before any operation is
+        // pushed, so the operation states never move once connected.
+        let base = unsafe {
+            let ops = &mut *(*this).ops.get();
+            ops.reserve_exact(n);
+            for _ in 0..n {
+                ops.push((*this).sch.schedule().connect(Hop { op: this.cast(), done: Self::done }));
+            }
+            ops.as_mut_ptr()
+        };
+        for i in 0..n {
+            // SAFETY: each operation is pinned in the vector (never reallocated) and
+            // started once. After the last start this frame touches nothing of `this`,
+            // which the last completion may already have freed.
+            unsafe { Pin::new_unchecked(&mut *base.add(i)).start() };
+        }
+    }
+}
+
+fn rayon_chain(left: usize, done: mpsc::SyncSender<()>) {
+    if left == 0 {
+        done.send(()).expect("bench waits for the chain");
+    } else {
+        rayon::spawn(move || rayon_chain(left - 1, done));
+    }
+}
+
+/// - `outside`: one cross-thread round trip from the bench thread: ours queues a job on
+///   the injector and blocks in `sync_wait` (its run loop) until a worker completes it;
+///   rayon's `install(|| ())` injects a job and blocks on a latch until it ran.
+/// - `chain`: [`SCHED_N`] sequential hops from inside a worker. Ours: [`Chain`] under
+///   `starts_on` (1 outside hop, then `SCHED_N` pushes on a worker's deque, each started
+///   from the previous one's completion). Rayon: `pool.spawn` of a job that
+///   `rayon::spawn`s the next, `SCHED_N` deep (one heap job per spawn), the last one
+///   signalling a channel the bench thread waits on.
+/// - `fanout`: [`SCHED_N`] independent jobs from inside a worker, joined. Ours:
+///   [`FanOut`] under `starts_on` (one `Vec` of operation states, `SCHED_N` pushes, an
+///   atomic count). Rayon: `install(|| scope(|s| SCHED_N × s.spawn(|_| ())))` (one heap
+///   job per spawn, the scope's counter).
+fn schedule(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    assert_eq!(sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: 3 })), Ok(Some(())));
+    assert_eq!(sync_wait(starts_on(sch.clone(), FanOut { sch: sch.clone(), n: 3 })), Ok(Some(())));
+
+    let mut g = Group::new(c, "schedule", 20);
+    g.group.throughput(Throughput::Elements(1));
+    g.bench("outside/senders", || sync_wait(sch.schedule()));
+    g.bench("outside/rayon", || rpool.install(|| ()));
+
+    g.group.throughput(Throughput::Elements(SCHED_N as u64));
+    g.bench("chain/senders", || sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: SCHED_N })));
+    g.bench("chain/rayon", || {
+        let (tx, rx) = mpsc::sync_channel(1);
+        rpool.spawn(move || rayon_chain(SCHED_N, tx));
+        rx.recv().expect("chain finished")
+    });
+    g.bench("fanout/senders", || sync_wait(starts_on(sch.clone(), FanOut { sch: sch.clone(), n: SCHED_N })));
+    g.bench("fanout/rayon", || {
+        rpool.install(|| {
+            rayon::scope(|s| {
+                for _ in 0..SCHED_N {
+                    s.spawn(|_| ());
+                }
+            })
+        })
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// `bulk`: a parallel loop over 16 Mi f64, memory bound and compute bound.
+// ---------------------------------------------------------------------------------------
+
+#[inline]
+fn add_one(x: &mut f64) {
+    *x += 1.0;
+}
+
+#[inline]
+fn sin_sqrt(x: &mut f64) {
+    *x = x.sqrt().sin() + 1.0;
+}
+
+/// A fresh vector for the `bulk` groups, after checking on it that both forms of our
+/// `bulk_each` visit every element exactly once.
+fn bulk_data<K: Fn(&mut f64) + Copy + Send + Sync + 'static>(sch: &PoolScheduler, kernel: K) -> Vec<f64> {
+    let v: Vec<f64> = (0..BULK_LEN).map(|i| (i % 1000) as f64 * 1e-3).collect();
+    let before = v.clone();
+    let v = sync_wait(sch.schedule().then(move |()| v).bulk_each(move |_, x: &mut f64| kernel(x)))
+        .unwrap()
+        .expect("not stopped");
+    let v = sync_wait(starts_on(sch.clone(), just(v).bulk_each(move |_, x: &mut f64| kernel(x))))
+        .unwrap()
+        .expect("not stopped");
+    for (i, (&got, &was)) in v.iter().zip(&before).enumerate() {
+        let mut want = was;
+        kernel(&mut want);
+        kernel(&mut want);
+        assert_eq!(got, want, "element {i}");
+    }
+    v
+}
+
+/// One group: the same kernel through our `bulk_each` (early customized:
+/// `schedule().then(move |()| v).bulk_each(..)`; late: `starts_on(sch, just(v).bulk_each(..))`),
+/// rayon's `par_iter_mut().for_each` under `install`, and a sequential `for_each`. The
+/// kernel is a generic parameter (a zero-sized fn item), so every variant inlines it.
+///
+/// The vector is allocated (and checked) once for the whole group, on first use, and
+/// moved through every sender and back, so no iteration allocates or touches fresh pages.
+fn bulk_group<K>(c: &mut Criterion, name: &'static str, kernel: K)
+where
+    K: Fn(&mut f64) + Copy + Send + Sync + 'static,
+{
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    // Shared by every routine of the group (they also run interleaved after criterion).
+    let slot: RefCell<Option<Vec<f64>>> = RefCell::new(None);
+    let take = || slot.borrow_mut().take().unwrap_or_else(|| bulk_data(&sch, kernel));
+    let with = |f: &mut dyn FnMut(&mut Vec<f64>)| {
+        let mut v = take();
+        f(&mut v);
+        *slot.borrow_mut() = Some(v);
+    };
+
+    let mut g = Group::new(c, name, 10);
+    g.group.throughput(Throughput::Elements(BULK_LEN as u64));
+    g.bench("senders_early", || {
+        let v = take();
+        let sndr = sch.schedule().then(move |()| v).bulk_each(move |_, x: &mut f64| kernel(x));
+        *slot.borrow_mut() = sync_wait(sndr).unwrap();
+    });
+    g.bench("senders_late", || {
+        let v = take();
+        let sndr = starts_on(sch.clone(), just(v).bulk_each(move |_, x: &mut f64| kernel(x)));
+        *slot.borrow_mut() = sync_wait(sndr).unwrap();
+    });
+    g.bench("rayon", || with(&mut |v| rpool.install(|| v.par_iter_mut().for_each(kernel))));
+    g.bench("sequential", || with(&mut |v| v.iter_mut().for_each(kernel)));
+    g.finish();
+}
+
+fn bulk_mem(c: &mut Criterion) {
+    bulk_group(c, "bulk_mem", add_one);
+}
+
+fn bulk_compute(c: &mut Criterion) {
+    bulk_group(c, "bulk_compute", sin_sqrt);
+}
+
+// ---------------------------------------------------------------------------------------
+// `tree` and `fib`: fork-join recursion through `when_all`, against `rayon::join`.
+// ---------------------------------------------------------------------------------------
+
+/// The environment an [`Erased`] receiver exposes: its parent's, behind a `dyn`.
+type DynEnv<Sch, D> = dyn Env<Scheduler = Sch, Domain = D> + Sync;
+
+/// How an [`Erased`] receiver reaches its parent's environment.
+type EnvFn<V, E, Sch, D> = unsafe fn(&Erased<V, E, Sch, D>) -> &DynEnv<Sch, D>;
+
+/// The functions behind an [`Erased`] receiver.
+struct VTable<V: 'static, E: 'static, Sch: 'static, D: 'static> {
+    set_value: unsafe fn(*const (), V),
+    set_error: unsafe fn(*const (), E),
+    set_stopped: unsafe fn(*const ()),
+    set_panic: unsafe fn(*const (), Panic),
+    env: EnvFn<V, E, Sch, D>,
+}
+
+/// A type-erased receiver: a pointer to the operation that made it and that
+/// operation's functions. Its type does not mention the parent's receiver, which is what
+/// lets a sender's operation contain (boxed) operations of the same sender. The scheduler
+/// and domain types stay, so late customization still sees the pool's.
+struct Erased<V: 'static, E: 'static, Sch: 'static, D: 'static> {
+    data: *const (),
+    vtable: &'static VTable<V, E, Sch, D>,
+}
+
+// SAFETY: an `Erased` is made only by `RecOp<K, R>::start`, which requires `R: Send` and
+// `R::Env: Sync`: completing it moves a `V`/`E` (both `Send`) to the thread that owns `R`
+// and runs `R`'s completion, which `R: Send` allows from any thread.
+unsafe impl<V: Send, E: Send, Sch, D> Send for Erased<V, E, Sch, D> {}
+
+// SAFETY: a shared `Erased` only reaches the parent's environment (`Sync`, see above);
+// completions consume the receiver.
+unsafe impl<V, E, Sch, D> Sync for Erased<V, E, Sch, D> {}
+
+impl<V, E, Sch, D> Erased<V, E, Sch, D> {
+    fn parent_env(&self) -> &DynEnv<Sch, D> {
+        // SAFETY: `env` belongs to the operation `data` points to, which outlives this
+        // receiver (it completes only through it).
+        unsafe { (self.vtable.env)(self) }
+    }
+}
+
+impl<V, E, Sch: MaybeScheduler, D: MaybeDomain> Env for Erased<V, E, Sch, D> {
+    type Scheduler = Sch;
+    type Domain = D;
+    fn scheduler(&self) -> Sch {
+        self.parent_env().scheduler()
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.parent_env().stop_token()
+    }
+    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        self.parent_env().prop(key)
+    }
+}
+
+impl<V, E, Sch: MaybeScheduler, D: MaybeDomain> Receiver<V, E> for Erased<V, E, Sch, D> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        // SAFETY: the function belongs to the live operation at `data`; consuming `self`
+        // makes this its single completion.
+        unsafe { (self.vtable.set_value)(self.data, value) }
+    }
+    fn set_error(self, error: E) {
+        // SAFETY: as in `set_value`.
+        unsafe { (self.vtable.set_error)(self.data, error) }
+    }
+    fn set_stopped(self) {
+        // SAFETY: as in `set_value`.
+        unsafe { (self.vtable.set_stopped)(self.data) }
+    }
+    fn set_panic(self, panic: Panic) {
+        // SAFETY: as in `set_value`.
+        unsafe { (self.vtable.set_panic)(self.data, panic) }
+    }
+}
+
+/// A boxed, type-erased operation state: one internal node's `when_all(..).then(..)`.
+type BoxedOp = Pin<Box<dyn OperationState + Send>>;
+
+/// A recursive computation: a leaf with a value, or two children.
+trait Node: Copy + Send + 'static {
+    /// `Err(value)` for a leaf, the two children otherwise.
+    fn split(self) -> Result<(Self, Self), u64>;
+}
+
+/// Builds an internal node's operation: `when_all(children).then(combine)` connected to
+/// `rcvr`. Implemented only for concrete scheduler and domain types, so that proving
+/// "`Fib` connects to its child receivers" never needs itself as a premise.
+trait Expand<Sch, D>: Node {
+    fn expand(children: (Self, Self), rcvr: Erased<u64, Infallible, Sch, D>) -> BoxedOp;
+}
+
+/// `fib(n)`, naively: `fib(n - 1) + fib(n - 2)` with both calls in a `when_all`.
+#[derive(Clone, Copy, Debug)]
+struct Fib(u64);
+
+impl Node for Fib {
+    fn split(self) -> Result<(Self, Self), u64> {
+        if self.0 < 2 { Err(self.0) } else { Ok((Fib(self.0 - 1), Fib(self.0 - 2))) }
+    }
+}
+
+fn fib_combine((a, b): (u64, u64)) -> u64 {
+    a + b
+}
+
+/// A full binary tree of depth `d` (`2^d - 1` nodes); its value is its node count.
+#[derive(Clone, Copy, Debug)]
+struct Tree(u32);
+
+impl Node for Tree {
+    fn split(self) -> Result<(Self, Self), u64> {
+        if self.0 <= 1 { Err(1) } else { Ok((Tree(self.0 - 1), Tree(self.0 - 1))) }
+    }
+}
+
+fn tree_combine((a, b): (u64, u64)) -> u64 {
+    a + b + 1
+}
+
+macro_rules! expand_on {
+    ($node:ident, $combine:path, $sch:ty, $dom:ty) => {
+        impl Expand<$sch, $dom> for $node {
+            fn expand(children: (Self, Self), rcvr: Erased<u64, Infallible, $sch, $dom>) -> BoxedOp {
+                Box::pin(when_all(children).then($combine).connect(rcvr))
+            }
+        }
+    };
+}
+
+// On the pool (`starts_on(pool.scheduler(), ..)`): `when_all` forks onto the workers.
+expand_on!(Fib, fib_combine, PoolScheduler, PoolDomain);
+expand_on!(Tree, tree_combine, PoolScheduler, PoolDomain);
+// Under a bare `sync_wait`: the default domain, sequential `when_all`.
+expand_on!(Fib, fib_combine, RunLoopScheduler, NoDomain);
+expand_on!(Tree, tree_combine, RunLoopScheduler, NoDomain);
+
+type SchOf<R> = <<R as Receiver<u64, Infallible>>::Env as Env>::Scheduler;
+type DomOf<R> = <<R as Receiver<u64, Infallible>>::Env as Env>::Domain;
+
+macro_rules! recursive_sender {
+    ($node:ident) => {
+        impl Sender for $node {
+            type Value = u64;
+            type Error = Infallible;
+            const SENDS_STOPPED: bool = true;
+            type Domain = NoDomain;
+            type CompletionScheduler = NoScheduler;
+            fn completion_scheduler(&self) -> NoScheduler {
+                NoScheduler
+            }
+        }
+
+        impl<R> SenderTo<R> for $node
+        where
+            R: Receiver<u64, Infallible> + Send + 'static,
+            R::Env: Sync,
+            $node: Expand<SchOf<R>, DomOf<R>>,
+        {
+            type Operation = RecOp<$node, R>;
+            fn connect(self, rcvr: R) -> RecOp<$node, R> {
+                RecOp {
+                    node: self,
+                    rcvr: UnsafeCell::new(Some(rcvr)),
+                    child: UnsafeCell::new(None),
+                    _pin: PhantomPinned,
+                }
+            }
+        }
+    };
+}
+
+recursive_sender!(Fib);
+recursive_sender!(Tree);
+
+/// The operation state of a [`Node`] sender connected to `R`: a leaf completes inline in
+/// `start`; an internal node boxes the operation of its children's `when_all`.
+struct RecOp<K, R> {
+    node: K,
+    rcvr: UnsafeCell<Option<R>>,
+    child: UnsafeCell<Option<BoxedOp>>,
+    _pin: PhantomPinned,
+}
+
+impl<K, R> RecOp<K, R>
+where
+    K: Expand<SchOf<R>, DomOf<R>>,
+    R: Receiver<u64, Infallible> + Send + 'static,
+    R::Env: Sync,
+{
+    const VTABLE: VTable<u64, Infallible, SchOf<R>, DomOf<R>> = VTable {
+        set_value: Self::set_value,
+        set_error: Self::set_error,
+        set_stopped: Self::set_stopped,
+        set_panic: Self::set_panic,
+        env: Self::env,
+    };
+
+    /// Takes the final receiver and frees the child's boxed operation state.
+    ///
+    /// Freeing here, inside the child's completion call, is what the `OperationState`
+    /// contract allows a parent (the child touches none of its memory after calling a
+    /// completion method). It keeps memory proportional to the nodes in flight instead
+    /// of the whole tree, and hands each block straight back to the allocator's
+    /// thread cache.
+    ///
+    /// # Safety
+    ///
+    /// `data` is a started `RecOp<K, R>`; called once, either by its child's
+    /// completion or (for a leaf, which has no child) by `start`.
+    unsafe fn take_rcvr(data: *const ()) -> R {
+        let this = data.cast::<Self>();
+        // SAFETY: the child has finished reading the environment (it is completing), so
+        // nobody else touches the slots; the receiver is taken once, and the child is
+        // dropped once, after its last access to its own memory.
+        unsafe {
+            drop((*(*this).child.get()).take());
+            (*(*this).rcvr.get()).take().expect("node completes once")
+        }
+    }
+
+    unsafe fn set_value(data: *const (), value: u64) {
+        // SAFETY: the `VTable` contract: called once, by the child, on completion.
+        unsafe { Self::take_rcvr(data) }.set_value(value)
+    }
+
+    unsafe fn set_error(data: *const (), error: Infallible) {
+        // SAFETY: as in `set_value`.
+        unsafe { Self::take_rcvr(data) }.set_error(error)
+    }
+
+    unsafe fn set_stopped(data: *const ()) {
+        // SAFETY: as in `set_value`.
+        unsafe { Self::take_rcvr(data) }.set_stopped()
+    }
+
+    unsafe fn set_panic(data: *const (), panic: Panic) {
+        // SAFETY: as in `set_value`.
+        unsafe { Self::take_rcvr(data) }.set_panic(panic)
+    }
+
+    unsafe fn env(rcvr: &Erased<u64, Infallible, SchOf<R>, DomOf<R>>) -> &DynEnv<SchOf<R>, DomOf<R>> {
+        // SAFETY: `data` is the live operation that made `rcvr`; its receiver stays in
+        // the slot until the child's completion, and the child reads the environment
+        // only before completing. Shared reads from several threads are fine:
+        // `R::Env: Sync`.
+        unsafe { (*(*rcvr.data.cast::<Self>()).rcvr.get()).as_ref() }.expect("env read after completion").env()
+    }
+}
+
+impl<K, R> OperationState for RecOp<K, R>
+where
+    K: Expand<SchOf<R>, DomOf<R>>,
+    R: Receiver<u64, Infallible> + Send + 'static,
+    R::Env: Sync,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: the operation is only addressed from here on, never moved.
+        let this: *const Self = unsafe { self.get_unchecked_mut() };
+        // SAFETY: not started before, so nothing else reads or writes it yet.
+        let node = unsafe { (*this).node };
+        match node.split() {
+            // SAFETY: the single completion, inline; `take_rcvr` is for exactly this.
+            Err(leaf) => unsafe { Self::take_rcvr(this.cast()) }.set_value(leaf),
+            Ok(children) => {
+                let rcvr = Erased { data: this.cast(), vtable: &Self::VTABLE };
+                let op = K::expand(children, rcvr);
+                // SAFETY: the child slot is written once, before the child starts; the
+                // box pins the child, which is started once and lives in this operation
+                // until the operation is dropped, after the child's completion. After
+                // `start` returns nothing of `this` is touched: the child's completion
+                // may already have freed it.
+                unsafe {
+                    let slot = &mut *(*this).child.get();
+                    slot.insert(op).as_mut().start();
+                }
+            }
+        }
+    }
+}
+
+fn seq_fib(n: u64) -> u64 {
+    if n < 2 { n } else { seq_fib(n - 1) + seq_fib(n - 2) }
+}
+
+fn seq_tree(d: u32) -> u64 {
+    // `black_box` keeps the compiler from merging the two identical calls into one.
+    if d <= 1 { 1 } else { seq_tree(black_box(d - 1)) + seq_tree(black_box(d - 1)) + 1 }
+}
+
+fn rayon_fib(n: u64) -> u64 {
+    if n < 2 {
+        n
+    } else {
+        let (a, b) = rayon::join(|| rayon_fib(n - 1), || rayon_fib(n - 2));
+        a + b
+    }
+}
+
+fn rayon_tree(d: u32) -> u64 {
+    if d <= 1 {
+        1
+    } else {
+        let (a, b) = rayon::join(|| rayon_tree(d - 1), || rayon_tree(d - 1));
+        a + b + 1
+    }
+}
+
+/// How one recursion benchmark computes its value.
+struct Recursion {
+    name: &'static str,
+    want: u64,
+    /// `sync_wait(starts_on(pool, node))`: `when_all` forked by the pool.
+    senders: fn(&PoolScheduler) -> u64,
+    /// `sync_wait(node)` on the bench thread: the default domain, sequential `when_all`
+    /// (the per-node cost of our machinery without any queue).
+    senders_default: fn() -> u64,
+    /// `install(|| ..)` of the `rayon::join` recursion, without cutoff.
+    rayon: fn() -> u64,
+    /// Plain recursion.
+    sequential: fn() -> u64,
+}
+
+/// Checks that the four ways agree, then times them. The check runs once, when the
+/// first benchmark of the group runs (outside its timed loop), so a filtered-out group
+/// costs nothing.
+fn recursion_group(c: &mut Criterion, r: Recursion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let name = r.name;
+    let checked = Once::new();
+    let check = || {
+        checked.call_once(|| {
+            assert_eq!((r.sequential)(), r.want, "{name}: plain recursion");
+            assert_eq!(rpool.install(r.rayon), r.want, "{name}: rayon");
+            assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
+            assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
+        })
+    };
+
+    let mut g = Group::new(c, name, 10);
+    g.bench("senders", || {
+        check();
+        (r.senders)(&sch)
+    });
+    g.bench("rayon", || {
+        check();
+        rpool.install(r.rayon)
+    });
+    g.bench("senders_default", || {
+        check();
+        (r.senders_default)()
+    });
+    g.bench("sequential", || {
+        check();
+        (r.sequential)()
+    });
+    g.finish();
+}
+
+fn tree(c: &mut Criterion) {
+    recursion_group(
+        c,
+        Recursion {
+            name: "tree",
+            want: (1 << TREE_DEPTH) - 1,
+            senders: |sch| sync_wait(starts_on(sch.clone(), Tree(black_box(TREE_DEPTH)))).unwrap().unwrap(),
+            senders_default: || sync_wait(Tree(black_box(TREE_DEPTH))).unwrap().unwrap(),
+            rayon: || rayon_tree(black_box(TREE_DEPTH)),
+            sequential: || seq_tree(black_box(TREE_DEPTH)),
+        },
+    );
+}
+
+fn fib(c: &mut Criterion) {
+    recursion_group(
+        c,
+        Recursion {
+            name: "fib",
+            want: 832_040,
+            senders: |sch| sync_wait(starts_on(sch.clone(), Fib(black_box(FIB_N)))).unwrap().unwrap(),
+            senders_default: || sync_wait(Fib(black_box(FIB_N))).unwrap().unwrap(),
+            rayon: || rayon_fib(black_box(FIB_N)),
+            sequential: || seq_fib(black_box(FIB_N)),
+        },
+    );
+}
+
+/// `SENDERS_POOL_PROFILE=<what>:<n>:<repeats>`: runs one workload without criterion.
+fn profile(spec: &str) {
+    let mut parts = spec.split(':');
+    let what = parts.next().unwrap_or("fib");
+    let n: u64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(22);
+    let repeats: usize = parts.next().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let start = Instant::now();
+    let mut sum = 0;
+    for _ in 0..repeats {
+        sum += match what {
+            "fib" => sync_wait(starts_on(sch.clone(), Fib(n))).unwrap().unwrap(),
+            "tree" => sync_wait(starts_on(sch.clone(), Tree(n as u32))).unwrap().unwrap(),
+            "fib_default" => sync_wait(Fib(n)).unwrap().unwrap(),
+            "rayon_fib" => rpool.install(|| rayon_fib(n)),
+            "rayon_tree" => rpool.install(|| rayon_tree(n as u32)),
+            "chain" => sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: n as usize })).map_or(0, |_| 1),
+            "rayon_chain" => {
+                let (tx, rx) = mpsc::sync_channel(1);
+                rpool.spawn(move || rayon_chain(n as usize, tx));
+                rx.recv().map_or(0, |()| 1)
+            }
+            "outside" => (0..n).map(|_| sync_wait(sch.schedule()).map_or(0, |_| 1)).sum(),
+            "rayon_outside" => (0..n).map(|_| rpool.install(|| 1)).sum(),
+            other => panic!("unknown profile workload {other:?}"),
+        };
+    }
+    let per = start.elapsed() / repeats.max(1) as u32;
+    println!("{what}({n}) × {repeats}: {per:?} per run (checksum {sum})");
+    println!(
+        "one internal node on the pool: a {}-byte boxed operation state (`when_all` + `then` + 2 children)",
+        op_size(
+            &when_all((Fib(1), Fib(0))).then(fib_combine),
+            PhantomData::<Erased<u64, Infallible, PoolScheduler, PoolDomain>>
+        )
+    );
+}
+
+/// The size of the operation state `sndr` makes when connected to an `R`.
+fn op_size<S: SenderTo<R>, R: Receiver<S::Value, S::Error>>(_sndr: &S, _rcvr: PhantomData<R>) -> usize {
+    std::mem::size_of::<S::Operation>()
+}
+
+criterion::criterion_group!(benches, schedule, bulk_mem, bulk_compute, tree, fib);
+
+fn main() {
+    if let Ok(spec) = std::env::var("SENDERS_POOL_PROFILE") {
+        profile(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    print_ratios();
+}
