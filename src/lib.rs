@@ -60,8 +60,8 @@ pub use factories::just::{Just, JustError, JustOp, JustStopped, just, just_error
 pub use factories::read_env::{ReadEnv, ReadEnvOp, read_env};
 pub use panic::Panic;
 pub use pool::{
-    BuildError, BulkState, DEFAULT_STACK_SIZE, EachKernel, ForkOnPool, Kernel, PoolBuilder, PoolBulk, PoolBulkEach, PoolBulkOp,
-    PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
+    BuildError, BulkState, DEFAULT_STACK_SIZE, EachKernel, ForkOnPool, Kernel, PoolBuilder, PoolBulk, PoolBulkEach,
+    PoolBulkOp, PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
 };
 pub use receiver::Receiver;
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
