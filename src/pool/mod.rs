@@ -294,11 +294,18 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: nothing is moved out of the pinned operation; we take its address.
         let this = unsafe { self.get_unchecked_mut() };
-        let registry = this.registry.clone();
         let data: *const Self = this;
         // SAFETY: the operation is pinned and, by `start`'s contract, alive until it
         // completes, which only the job does; `run` matches `data`'s type.
         let job = unsafe { JobRef::new(data.cast(), Self::run) };
+        // Once queued, the job may run and free this operation (and its `Arc`) at once.
+        // On a worker of this pool, the worker's own handle keeps the registry alive, so
+        // the common case touches no shared reference count.
+        if let Some(worker) = WorkerThread::current_of(&this.registry) {
+            worker.push_local(job);
+            return;
+        }
+        let registry = this.registry.clone();
         if !registry.push(job) {
             // SAFETY: the push was refused, so the job will never run; we still own it.
             let rcvr = unsafe { (*data.cast_mut()).rcvr.take() };
