@@ -21,6 +21,7 @@ mod pool;
 mod receiver;
 mod scheduler;
 mod schedulers;
+mod scope;
 mod sender;
 mod spawn;
 mod stop;
@@ -69,5 +70,10 @@ pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};
 pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};
 pub use schedulers::single_thread::{SingleThreadContext, SingleThreadScheduler, SingleThreadSender};
 pub use sender::{OperationState, Sender, SenderTo};
-pub use spawn::{SpawnReceiver, SpawnScope, SpawnedOp, spawn};
+pub use scope::{
+    Association, CounterKind, CountingScope, CountingToken, FutureOp, FutureReceiver, JoinHop, JoinOp, JoinSender, JoinShared, Nest,
+    NestOp, ScopeAssociation, ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture, nest,
+    spawn_future,
+};
+pub use spawn::{SpawnReceiver, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};

@@ -1,5 +1,5 @@
-//! Spawning detached work into a scope: the `spawn` hook of domains, and a minimal
-//! scope interface that the async-scope issue (P3149) will build the counting scopes on.
+//! `spawn` (P3149R6): start work associated with a scope, and the `spawn` hook of
+//! domains.
 //!
 //! A spawned sender is connected into one heap allocation, which is freed when the
 //! operation completes, *before* the scope hears of the completion (P3149's order:
@@ -9,37 +9,31 @@
 //! deque.
 
 use std::convert::Infallible;
-use std::mem::MaybeUninit;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
 
-use crate::domain::{Domain, EarlyDomain};
-use crate::env::EmptyEnv;
+use crate::domain::{Domain, EarlyDomain, NoDomain};
+use crate::env::Env;
 use crate::panic::Panic;
 use crate::receiver::Receiver;
+use crate::scheduler::NoScheduler;
+use crate::scope::{Association, ScopeToken};
 use crate::sender::{OperationState, Sender, SenderTo};
-
-/// What a spawned operation reports to when it ends. The async-scope issue implements
-/// this with the P3149 counting scopes; until then it is the minimal interface the
-/// `spawn` hook needs.
-pub trait SpawnScope: Send + Sync + 'static {
-    /// The spawned operation has completed and its storage is freed. `panic` is the
-    /// panic of its user code, if any; it is never dropped silently by the crate.
-    fn completed(&self, panic: Option<Panic>);
-}
+use crate::stop::StopToken;
 
 /// A spawned operation, connected and heap-allocated, not started yet: what
 /// [`Domain::apply_spawn`](crate::Domain::apply_spawn) decides how to start.
 ///
-/// Dropping it without starting it frees the operation and reports the scope as
-/// completed, so a domain cannot lose a spawned operation's accounting.
+/// Dropping it without starting it frees the operation and ends its association, so a
+/// domain cannot lose a spawned operation's accounting.
 pub struct SpawnedOp {
-    ptr: *mut (),
-    start: unsafe fn(*const ()),
-    discard: unsafe fn(*mut ()),
+    pub(crate) ptr: *mut (),
+    pub(crate) start: unsafe fn(*const ()),
+    pub(crate) discard: unsafe fn(*mut ()),
 }
 
-// SAFETY: only created by `spawn`, which requires the sender (hence its operation and
-// the scope handle in the receiver) to be `Send`.
+// SAFETY: only created by `spawn` and `spawn_future`, which require the operation and
+// the association to be `Send`.
 unsafe impl Send for SpawnedOp {}
 
 impl SpawnedOp {
@@ -62,77 +56,100 @@ impl SpawnedOp {
 
 impl Drop for SpawnedOp {
     fn drop(&mut self) {
-        // SAFETY: never started; `discard` frees the box and reports to the scope.
+        // SAFETY: never started; `discard` frees the box and dissociates.
         unsafe { (self.discard)(self.ptr) }
     }
 }
 
-/// The heap block of one spawned operation.
-struct SpawnBox<Op, Sc> {
+/// The heap block of one spawned operation: the operation and its association.
+struct SpawnBox<Op, A> {
     op: MaybeUninit<Op>,
-    scope: Option<std::sync::Arc<Sc>>,
+    assoc: ManuallyDrop<A>,
 }
 
-/// The receiver of a spawned sender: frees the operation, then tells the scope.
-pub struct SpawnReceiver<Sc: SpawnScope> {
+/// The receiver of a spawned sender: destroys the operation, frees its block, then
+/// dissociates. Its environment carries the scope's stop token.
+pub struct SpawnReceiver<A: Association> {
     block: *mut (),
-    free: unsafe fn(*mut ()) -> std::sync::Arc<Sc>,
+    assoc: *const A,
+    free: unsafe fn(*mut ()) -> A,
 }
 
 // SAFETY: completes on any thread; it only frees the block (whose operation is `Send`)
-// and calls the `Sync` scope.
-unsafe impl<Sc: SpawnScope> Send for SpawnReceiver<Sc> {}
-// SAFETY: a shared reference only reaches `env()`, which returns a constant.
-unsafe impl<Sc: SpawnScope> Sync for SpawnReceiver<Sc> {}
+// and uses the association, which is `Send`, from one thread at a time.
+unsafe impl<A: Association> Send for SpawnReceiver<A> {}
+// SAFETY: a shared reference only reaches `env()`, whose stop token is `Sync`.
+unsafe impl<A: Association> Sync for SpawnReceiver<A> {}
 
-impl<Sc: SpawnScope> SpawnReceiver<Sc> {
-    fn finish(self, panic: Option<Panic>) {
+impl<A: Association> SpawnReceiver<A> {
+    fn assoc(&self) -> &A {
+        // SAFETY: the association lives in the block until `finish` takes it out.
+        unsafe { &*self.assoc }
+    }
+
+    fn finish(self) {
         // SAFETY: the block is the live allocation this receiver's operation lives in;
         // the operation does not touch itself after calling its receiver, so it may be
-        // destroyed now, before the scope is told (P3149's order).
-        let scope = unsafe { (self.free)(self.block) };
-        scope.completed(panic);
+        // destroyed now. The association is dropped last (P3149's order: destroy the
+        // operation, free its storage, dissociate).
+        let assoc = unsafe { (self.free)(self.block) };
+        drop(assoc);
     }
 }
 
-impl<Sc: SpawnScope> Receiver<(), Infallible> for SpawnReceiver<Sc> {
-    type Env = EmptyEnv;
-    fn env(&self) -> &EmptyEnv {
-        &EmptyEnv
+impl<A: Association> Env for SpawnReceiver<A> {
+    type Scheduler = NoScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.assoc().stop_token()
+    }
+}
+
+impl<A: Association> Receiver<(), Infallible> for SpawnReceiver<A> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
     }
     fn set_value(self, (): ()) {
-        self.finish(None)
+        self.finish()
     }
     fn set_error(self, error: Infallible) {
         match error {}
     }
     fn set_stopped(self) {
-        self.finish(None)
+        self.finish()
     }
     fn set_panic(self, panic: Panic) {
-        self.finish(Some(panic))
+        self.assoc().report_panic(panic);
+        self.finish()
     }
 }
 
 /// # Safety
 ///
-/// `block` is a `Box<SpawnBox<Op, Sc>>` whose operation was written and has completed
+/// `block` is a `Box<SpawnBox<Op, A>>` whose operation was written and has completed
 /// (or was never started); called once.
-unsafe fn free_block<Op, Sc: SpawnScope>(block: *mut ()) -> std::sync::Arc<Sc> {
+unsafe fn free_block<Op, A>(block: *mut ()) -> A {
     // SAFETY: the caller's contract.
-    let mut boxed = unsafe { Box::from_raw(block.cast::<SpawnBox<Op, Sc>>()) };
+    let mut boxed = unsafe { Box::from_raw(block.cast::<SpawnBox<Op, A>>()) };
     // SAFETY: the operation was initialized by `spawn`; it is dropped exactly once.
     unsafe { boxed.op.assume_init_drop() };
-    boxed.scope.take().expect("spawn: scope present")
+    // SAFETY: the association is taken out once; the box is freed without dropping it.
+    let assoc = unsafe { ManuallyDrop::take(&mut boxed.assoc) };
+    drop(boxed);
+    assoc
 }
 
 /// # Safety
 ///
-/// `block` is an unstarted `Box<SpawnBox<Op, Sc>>` from `spawn`; called once.
-unsafe fn start_block<Op: OperationState, Sc>(block: *const ()) {
+/// `block` is an unstarted `Box<SpawnBox<Op, A>>` from `spawn`; called once.
+unsafe fn start_block<Op: OperationState, A>(block: *const ()) {
     // SAFETY: the box is alive until the operation completes, and never moves.
     unsafe {
-        let op = (*block.cast_mut().cast::<SpawnBox<Op, Sc>>()).op.assume_init_mut();
+        let op = (*block.cast_mut().cast::<SpawnBox<Op, A>>()).op.assume_init_mut();
         Pin::new_unchecked(op).start();
     }
 }
@@ -140,46 +157,63 @@ unsafe fn start_block<Op: OperationState, Sc>(block: *const ()) {
 /// # Safety
 ///
 /// As for `start_block`, for an operation that will never be started.
-unsafe fn discard_block<Op, Sc: SpawnScope>(block: *mut ()) {
+unsafe fn discard_block<Op, A>(block: *mut ()) {
     // SAFETY: forwarded.
-    let scope = unsafe { free_block::<Op, Sc>(block) };
-    scope.completed(None);
+    drop(unsafe { free_block::<Op, A>(block) });
 }
 
-/// Spawns `sndr` as detached work reported to `scope`, starting it as the sender's
-/// domain decides (P2999 `apply_sender`): inline by default, on the current worker's
-/// deque on a [`StaticThreadPool`](crate::StaticThreadPool).
+/// Starts `sndr` as work associated with `token`'s scope (P3149R6 `spawn`), or drops it
+/// if the scope refuses (closed or joined). Returns whether it was started.
 ///
-/// The sender must complete with `()` and cannot fail (`Error = Infallible`); a stop is
-/// allowed, and a panic is reported to the scope. It must be `'static`: detached work
-/// may outlive every stack frame.
+/// The sender must complete with `()` and cannot fail (`Error = Infallible`), checked
+/// at compile time; a stop is allowed. A panic in it is handed to the scope, whose join
+/// resumes it. It must be `'static`: detached work may outlive every stack frame.
+///
+/// One allocation per spawn holds the operation and its association. On completion the
+/// operation is destroyed, the block is freed, and only then does the association end
+/// (P3149's order). How the operation starts is the sender's domain's choice (P2999
+/// `apply_sender`): inline by default; on a [`StaticThreadPool`](crate::StaticThreadPool)
+/// worker, it is pushed on that worker's deque and counted on that worker's shard.
 ///
 /// ```
-/// use senders::{Panic, SpawnScope, just, spawn, SenderExt};
+/// use senders::{SimpleCountingScope, just, spawn, sync_wait, SenderExt};
 /// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
-/// struct Count(AtomicUsize);
-/// impl SpawnScope for Count {
-///     fn completed(&self, _: Option<Panic>) { self.0.fetch_add(1, Ordering::SeqCst); }
-/// }
-/// let scope = Arc::new(Count(AtomicUsize::new(0)));
-/// spawn(just(()).then(|()| ()), scope.clone());
-/// assert_eq!(scope.0.load(Ordering::SeqCst), 1);
+/// let scope = SimpleCountingScope::new();
+/// let hits = Arc::new(AtomicUsize::new(0));
+/// let h = hits.clone();
+/// assert!(spawn(just(()).then(move |()| { h.fetch_add(1, Ordering::SeqCst); }), scope.token()));
+/// scope.close();
+/// assert!(!spawn(just(()), scope.token())); // refused: never runs
+/// sync_wait(scope.join()).unwrap();
+/// assert_eq!(hits.load(Ordering::SeqCst), 1);
 /// ```
-pub fn spawn<S, Sc>(sndr: S, scope: std::sync::Arc<Sc>)
+pub fn spawn<S, Tk>(sndr: S, token: Tk) -> bool
 where
-    S: Sender<Value = (), Error = Infallible> + SenderTo<SpawnReceiver<Sc>> + Send + 'static,
-    S::Operation: Send,
-    Sc: SpawnScope,
+    S: Sender<Value = (), Error = Infallible>,
+    Tk: ScopeToken,
+    Tk::Wrap<S>: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'static,
+    <Tk::Wrap<S> as SenderTo<SpawnReceiver<Tk::Association>>>::Operation: Send,
 {
-    let block = Box::into_raw(Box::new(SpawnBox::<S::Operation, Sc> { op: MaybeUninit::uninit(), scope: Some(scope) }));
-    let rcvr = SpawnReceiver { block: block.cast(), free: free_block::<S::Operation, Sc> };
-    // SAFETY: `block` is a fresh allocation; the operation is written once and stays
-    // in place until `free_block`.
+    let Some(assoc) = token.try_associate() else {
+        return false;
+    };
+    let sndr = token.wrap(sndr);
+    type Op<W, A> = <W as SenderTo<SpawnReceiver<A>>>::Operation;
+    let block = Box::into_raw(Box::new(SpawnBox::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association> {
+        op: MaybeUninit::uninit(),
+        assoc: ManuallyDrop::new(assoc),
+    }));
+    // SAFETY: `block` is a fresh allocation; the association stays at this address until
+    // `free_block` moves it out.
+    let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();
+    let rcvr = SpawnReceiver { block: block.cast(), assoc, free: free_block::<Op<Tk::Wrap<S>, Tk::Association>, _> };
+    // SAFETY: the operation is written once and stays in place until `free_block`.
     unsafe { (*block).op.write(sndr.connect(rcvr)) };
     let op = SpawnedOp {
         ptr: block.cast(),
-        start: start_block::<S::Operation, Sc>,
-        discard: discard_block::<S::Operation, Sc>,
+        start: start_block::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
+        discard: discard_block::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
     };
-    EarlyDomain::<S>::default().apply_spawn(op);
+    EarlyDomain::<Tk::Wrap<S>>::default().apply_spawn(op);
+    true
 }

@@ -230,6 +230,8 @@ impl WorkerThread {
         let worker =
             WorkerThread { index, registry, deque, rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)) };
         CURRENT.with(|c| c.set(&worker));
+        // The worker's shard slot in every scope, for as long as it runs.
+        let _slot = crate::scope::slot::claim();
         loop {
             if let Some(job) = worker.find_work() {
                 job.execute();

@@ -148,6 +148,22 @@ impl InplaceStopSource {
         }
     }
 
+    /// Returns the source to its initial state (not stopped, no callbacks), for a scope
+    /// whose memory is reused.
+    ///
+    /// # Safety
+    ///
+    /// No callback may be registered, and no other thread may use the source (or hold a
+    /// token it could still use) until this returns.
+    pub(crate) unsafe fn reset(&self) {
+        debug_assert!(self.state.load(Ordering::Acquire) & LOCKED == 0);
+        // SAFETY: exclusive use by the caller's contract; the list is already empty.
+        self.head.with_mut(|h| unsafe { *h = ptr::null() });
+        // SAFETY: as above.
+        self.notifying.with_mut(|t| unsafe { *t = None });
+        self.state.store(0, Ordering::Release);
+    }
+
     /// A token that observes this source.
     pub fn token(&self) -> StopToken<'_> {
         StopToken { source: Some(self) }

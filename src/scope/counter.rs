@@ -1,0 +1,315 @@
+//! The scope counter: per-worker shards under an SNZI-style root word.
+//!
+//! The protocol and its correctness argument are in `docs/DESIGN.md` §5.1; in short:
+//!
+//! * The **root word** packs the scope's state flags, a generation, and a count: the
+//!   number of *active shards* (shards whose count is above zero) plus the number of
+//!   associations made from threads that have no shard (the shared slot).
+//! * Each pool worker owns one cache-padded **shard**. Only its owner increments it;
+//!   any thread decrements it, when an association made there ends (an association
+//!   remembers its *home*). So a shard never goes below zero.
+//! * Only a shard's 0→1 and 1→0 transitions touch the root. The owner adds the shard to
+//!   the root after its 0→1 (a compare-exchange that also checks that the scope is open
+//!   and of the right generation, and fails otherwise); whoever makes the 1→0 removes it.
+//! * Zero is decided on the root alone, by the compare-exchange that brings its count to
+//!   zero: if a join is waiting, the same compare-exchange sets `JOINED`, so no
+//!   association can slip in between seeing zero and committing the join.
+//!
+//! `root == 0` implies that no association that completed `try_associate` is alive: a
+//! live association keeps its home shard above zero, and a shard above zero whose 0→1
+//! finished has its contribution in the root until a later 1→0 removes it.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+
+/// Count bits of the root word.
+const COUNT_MASK: u64 = (1 << 32) - 1;
+/// The scope has been associated at least once (left `unused`).
+pub(crate) const USED: u64 = 1 << 32;
+/// `close()` was called, or the scope is joined: `try_associate` fails.
+pub(crate) const CLOSED: u64 = 1 << 33;
+/// A join operation has started and waits for the count to reach zero.
+pub(crate) const JOINING: u64 = 1 << 34;
+/// The count reached zero with a join started: `try_associate` fails for good.
+pub(crate) const JOINED: u64 = 1 << 35;
+/// The join machinery is done with the scope's memory: the owner may drop it.
+pub(crate) const RELEASED: u64 = 1 << 36;
+/// The generation starts here (27 bits; it only guards against stale tokens, see
+/// `state.rs`, and a wrap-around is still memory-safe).
+const GEN_SHIFT: u32 = 37;
+const FLAG_MASK: u64 = USED | CLOSED | JOINING | JOINED | RELEASED;
+
+/// Where an association was counted, so that its end is counted there too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Home {
+    /// On a worker's shard.
+    Shard(usize),
+    /// Directly on the root (the shared slot of threads without a shard).
+    Root,
+}
+
+/// A join operation waiting for the count to reach zero.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    data: *const (),
+    notify: unsafe fn(*const ()),
+}
+
+// SAFETY: a waiter is a type-erased pointer to a join operation whose `notify` may run
+// on any thread (the join operation is `Send`), as `Waiter::new`'s contract says.
+unsafe impl Send for Waiter {}
+
+impl Waiter {
+    /// # Safety
+    ///
+    /// `notify(data)` must be sound to call once, from any thread, at any time until it
+    /// is called.
+    pub(crate) unsafe fn new(data: *const (), notify: unsafe fn(*const ())) -> Self {
+        Waiter { data, notify }
+    }
+
+    pub(crate) fn notify(self) {
+        // SAFETY: `new`'s contract; the waiter is consumed, so this is the one call.
+        unsafe { (self.notify)(self.data) }
+    }
+}
+
+/// What `start_join` found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum JoinStart {
+    /// The count was zero: the scope is joined and the join completes now.
+    Done,
+    /// The waiter was queued; it is notified once, when the count reaches zero.
+    Pending,
+}
+
+/// The scope's state as the P3149 state machine names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScopeState {
+    /// No association yet; dropping the scope is allowed.
+    Unused,
+    /// Associations may succeed; the scope must be joined before it is dropped.
+    Open,
+    /// Closed to new associations; must be joined.
+    Closed,
+    /// A join is running; associations may still succeed.
+    OpenAndJoining,
+    /// A join is running; associations fail.
+    ClosedAndJoining,
+    /// Closed before any association; dropping is allowed.
+    UnusedAndClosed,
+    /// The count reached zero under a join; dropping is allowed.
+    Joined,
+}
+
+/// The counter of one scope. `shards` is empty in single-atomic mode.
+pub(crate) struct Counter {
+    root: CachePadded<AtomicU64>,
+    shards: Box<[CachePadded<AtomicUsize>]>,
+    waiters: Mutex<Vec<Waiter>>,
+}
+
+impl Counter {
+    /// A counter in the `unused` state with `shards` worker shards (zero: single atomic).
+    pub(crate) fn new(shards: usize) -> Self {
+        Counter {
+            root: CachePadded::new(AtomicU64::new(0)),
+            shards: (0..shards).map(|_| CachePadded::new(AtomicUsize::new(0))).collect(),
+            waiters: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The number of worker shards.
+    pub(crate) fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The current generation.
+    pub(crate) fn generation(&self) -> u64 {
+        self.root.load(Ordering::Acquire) >> GEN_SHIFT
+    }
+
+    /// Tries to associate, counting on `slot`'s shard if the calling thread owns one
+    /// (`slot` must be the calling thread's own slot, unique among live threads).
+    /// Fails if the scope is closed or joined, or is no longer generation `generation`.
+    pub(crate) fn try_associate(&self, generation: u64, slot: Option<usize>) -> Option<Home> {
+        let Some(shard) = slot.and_then(|s| self.shards.get(s)) else {
+            return self.root_try_add(generation).then_some(Home::Root);
+        };
+        let index = slot.unwrap_or_default();
+        // Only this thread increments this shard, and nothing decrements it below the
+        // number of live associations counted here.
+        if shard.fetch_add(1, Ordering::AcqRel) == 0 {
+            // 0→1: the shard becomes active and must be counted in the root, which also
+            // checks the state and the generation in the same step.
+            if self.root_try_add(generation) {
+                return Some(Home::Shard(index));
+            }
+            // No association is counted here (it was zero), so nobody else can have
+            // moved it: going back down is not a 1→0 transition.
+            shard.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        // The shard was active, so its contribution keeps the root count above zero and
+        // the scope cannot be joined; only close and the generation need checking. This
+        // load is where the association takes effect against `close`.
+        let root = self.root.load(Ordering::Acquire);
+        if root & CLOSED == 0 && root >> GEN_SHIFT == generation {
+            Some(Home::Shard(index))
+        } else {
+            // A 1→0 may have happened meanwhile (an association counted here ended on
+            // another thread), so undo as a normal dissociation.
+            self.dissociate(Home::Shard(index));
+            None
+        }
+    }
+
+    /// Ends an association counted at `home`. After the decrement that may release the
+    /// scope, this touches the scope only if it made the count reach zero under a join,
+    /// which makes it the one thread that finishes the join (see `root_sub`).
+    pub(crate) fn dissociate(&self, home: Home) {
+        match home {
+            Home::Root => self.root_sub(),
+            Home::Shard(i) => {
+                if self.shards[i].fetch_sub(1, Ordering::AcqRel) == 1 {
+                    self.root_sub();
+                }
+            }
+        }
+    }
+
+    /// Adds one to the root count if the scope is open and of `generation`; marks it used.
+    fn root_try_add(&self, generation: u64) -> bool {
+        let mut old = self.root.load(Ordering::Relaxed);
+        loop {
+            if old & (CLOSED | JOINED) != 0 || old >> GEN_SHIFT != generation {
+                return false;
+            }
+            assert!(old & COUNT_MASK < COUNT_MASK, "senders: scope association count overflow");
+            match self.root.compare_exchange_weak(old, (old + 1) | USED, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => old = now,
+            }
+        }
+    }
+
+    /// Subtracts one from the root count. If that reaches zero while a join waits, the
+    /// same step sets `JOINED`, and this thread then hands the waiters their notice.
+    fn root_sub(&self) {
+        let mut old = self.root.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(old & COUNT_MASK > 0, "scope count underflow");
+            let mut new = old - 1;
+            if new & COUNT_MASK == 0 && old & JOINING != 0 {
+                new |= JOINED | CLOSED;
+            }
+            match self.root.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    if new & JOINED != 0 {
+                        self.release_waiters();
+                    }
+                    return;
+                }
+                Err(now) => old = now,
+            }
+        }
+    }
+
+    /// Called once, by the thread that set `JOINED`: takes the waiters, marks the scope
+    /// released (the last touch of its memory), then notifies them.
+    fn release_waiters(&self) {
+        let waiters = {
+            let mut list = lock(&self.waiters);
+            let waiters = std::mem::take(&mut *list);
+            // Under the lock: a join starting after this sees `RELEASED` and completes
+            // inline; one that started before is in `waiters`.
+            self.root.fetch_or(RELEASED, Ordering::AcqRel);
+            waiters
+        };
+        for w in waiters {
+            w.notify();
+        }
+    }
+
+    /// Closes the scope to new associations (linearized at this read-modify-write).
+    pub(crate) fn close(&self) {
+        self.root.fetch_or(CLOSED, Ordering::AcqRel);
+    }
+
+    /// Starts a join: completes now if the count is zero, else queues `waiter`.
+    pub(crate) fn start_join(&self, waiter: Waiter) -> JoinStart {
+        let mut list = lock(&self.waiters);
+        let mut old = self.root.load(Ordering::Acquire);
+        loop {
+            if old & RELEASED != 0 {
+                return JoinStart::Done;
+            }
+            if old & JOINED != 0 {
+                // Joined, but the thread that joined it has not taken the list yet: it
+                // will notify this waiter too.
+                list.push(waiter);
+                return JoinStart::Pending;
+            }
+            let new = if old & COUNT_MASK == 0 { old | JOINING | JOINED | CLOSED | RELEASED } else { old | JOINING };
+            match self.root.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if new & RELEASED != 0 => return JoinStart::Done,
+                Ok(_) => {
+                    list.push(waiter);
+                    return JoinStart::Pending;
+                }
+                Err(now) => old = now,
+            }
+        }
+    }
+
+    /// The P3149 state.
+    pub(crate) fn state(&self) -> ScopeState {
+        decode(self.root.load(Ordering::Acquire))
+    }
+
+    /// Whether the owner may drop the scope (unused, unused-and-closed, or joined and
+    /// released by the join machinery).
+    pub(crate) fn droppable(&self) -> bool {
+        let root = self.root.load(Ordering::Acquire);
+        root & (USED | JOINING) == 0 || root & RELEASED != 0
+    }
+
+    /// Prepares the counter for a new scope: the next generation, `unused`, count zero.
+    /// Tokens of the old generation fail to associate from now on.
+    ///
+    /// Must only be called on a droppable counter (no association is alive, no join
+    /// will touch it); stale tokens may still run `try_associate` concurrently.
+    pub(crate) fn recycle(&self) {
+        let old = self.root.load(Ordering::Acquire);
+        debug_assert!(self.droppable());
+        let generation = ((old >> GEN_SHIFT) + 1) & ((1 << (64 - GEN_SHIFT)) - 1);
+        // A stale `root_try_add` compares against the old word and fails; a stale shard
+        // increment is undone by its own thread.
+        self.root.store(generation << GEN_SHIFT, Ordering::Release);
+    }
+
+    /// Sum of the shards and the root's outside count, for tests (not a snapshot).
+    #[cfg(test)]
+    pub(crate) fn debug_counts(&self) -> (u64, Vec<usize>) {
+        (
+            self.root.load(Ordering::Acquire) & COUNT_MASK,
+            self.shards.iter().map(|s| s.load(Ordering::Acquire)).collect(),
+        )
+    }
+}
+
+fn decode(root: u64) -> ScopeState {
+    let flags = root & FLAG_MASK;
+    if flags & JOINED != 0 {
+        ScopeState::Joined
+    } else if flags & JOINING != 0 {
+        if flags & CLOSED != 0 { ScopeState::ClosedAndJoining } else { ScopeState::OpenAndJoining }
+    } else if flags & USED != 0 {
+        if flags & CLOSED != 0 { ScopeState::Closed } else { ScopeState::Open }
+    } else if flags & CLOSED != 0 {
+        ScopeState::UnusedAndClosed
+    } else {
+        ScopeState::Unused
+    }
+}

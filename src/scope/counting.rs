@@ -1,0 +1,423 @@
+//! `SimpleCountingScope` and `CountingScope` (P3149R6), their tokens and their join.
+
+use std::cell::UnsafeCell;
+use std::convert::Infallible;
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+
+use crate::domain::NoDomain;
+use crate::env::{EmptyEnv, Env};
+use crate::panic::Panic;
+use crate::receiver::Receiver;
+use crate::scheduler::{NoScheduler, Scheduler};
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::stop::StopToken;
+
+use super::core::ScopeCore;
+use super::counter::{Home, JoinStart, ScopeState, Waiter};
+use super::slot;
+use super::token::{Association, ScopeToken};
+
+/// How a scope counts its associations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CounterKind {
+    /// One cache-padded shard per pool worker under a root word (the default). A worker
+    /// counts on its own shard; other threads count on the root.
+    #[default]
+    Sharded,
+    /// One shared atomic word for everything: the baseline, and what every thread
+    /// outside a pool uses anyway.
+    SingleAtomic,
+}
+
+/// The owner's handle shared by both scope types.
+struct Owner {
+    core: &'static ScopeCore,
+    generation: u64,
+}
+
+impl Owner {
+    fn new(kind: CounterKind) -> Self {
+        let shards = match kind {
+            CounterKind::Sharded => slot::high_water().max(num_cpus::get()),
+            CounterKind::SingleAtomic => 0,
+        };
+        let core = ScopeCore::acquire(shards);
+        Owner { core, generation: core.counter.generation() }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if !self.core.counter.droppable() {
+            // Unwinding would free what running work still uses (P3149: terminate).
+            eprintln!(
+                "senders: a counting scope was dropped in the {:?} state; it must be joined \
+                 (or never used) before it is dropped. Aborting: running work may still use \
+                 what the scope protects.",
+                self.core.counter.state()
+            );
+            std::process::abort();
+        }
+        self.core.release();
+    }
+}
+
+macro_rules! scope_common {
+    ($scope:ident, $token:ident, $stop:expr) => {
+        impl $scope {
+            /// A scope in the `unused` state, counting on per-worker shards.
+            pub fn new() -> Self {
+                Self::with_counter(CounterKind::Sharded)
+            }
+
+            /// A scope in the `unused` state with the given counter.
+            pub fn with_counter(kind: CounterKind) -> Self {
+                $scope { owner: Owner::new(kind) }
+            }
+
+            /// A token for nesting and spawning work in this scope. Tokens are `Copy` and
+            /// `'static`; once the scope is dropped they fail to associate.
+            pub fn token(&self) -> $token {
+                $token { core: self.owner.core, generation: self.owner.generation }
+            }
+
+            /// Closes the scope: every later `try_associate` fails. Work already
+            /// associated runs on.
+            pub fn close(&self) {
+                self.owner.core.counter.close()
+            }
+
+            /// A sender that completes once every association has ended (P3149 `join`).
+            /// Starting it moves the scope to a joining state; it completes inline if the
+            /// count is already zero, otherwise on the scheduler of its receiver's
+            /// environment. It resumes the first panic of spawned work, if any.
+            pub fn join(&self) -> JoinSender<'_> {
+                JoinSender { core: self.owner.core, _scope: PhantomData }
+            }
+
+            /// The current P3149 state.
+            pub fn state(&self) -> ScopeState {
+                self.owner.core.counter.state()
+            }
+        }
+
+        impl Default for $scope {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl std::fmt::Debug for $scope {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($scope)).field("state", &self.state()).finish_non_exhaustive()
+            }
+        }
+
+        impl ScopeToken for $token {
+            type Association = ScopeAssociation;
+            type Wrap<S: Sender> = S;
+
+            #[inline]
+            fn try_associate(&self) -> Option<ScopeAssociation> {
+                let home = self.core.counter.try_associate(self.generation, slot::current())?;
+                Some(ScopeAssociation { core: self.core, home, stop: $stop })
+            }
+
+            fn wrap<S: Sender>(&self, sndr: S) -> S {
+                sndr
+            }
+        }
+    };
+}
+
+/// P3149's `simple_counting_scope`: counts associated work, refuses new work once
+/// closed, and joins when the count reaches zero.
+///
+/// States (P3149R6 §`simple_counting_scope`; [`state`](Self::state) reports them):
+///
+/// | state | count | `try_associate` | must join before drop | arrows out |
+/// |---|---|---|---|---|
+/// | `Unused` | 0 | succeeds | no | `try_associate` → `Open`; `close` → `UnusedAndClosed`; join started → `OpenAndJoining` (→ `Joined` at once, the count being 0) |
+/// | `Open` | ≥ 0 | succeeds | yes | `close` → `Closed`; join started → `OpenAndJoining` |
+/// | `Closed` | ≥ 0 | fails | yes | join started → `ClosedAndJoining` |
+/// | `OpenAndJoining` | ≥ 0 | succeeds | join running | `close` → `ClosedAndJoining`; count reaches 0 → `Joined` |
+/// | `ClosedAndJoining` | ≥ 0 | fails | join running | count reaches 0 → `Joined` |
+/// | `UnusedAndClosed` | 0 | fails | no | join started → `ClosedAndJoining` (→ `Joined` at once) |
+/// | `Joined` | 0 | fails | no | — |
+///
+/// Dropping a scope in `Open`, `Closed` or a joining state aborts the process with a
+/// message: associated work may still use what the scope protects, and unwinding would
+/// free it (P3149 calls `std::terminate`).
+///
+/// ```
+/// use senders::{SimpleCountingScope, StaticThreadPool, SenderExt, schedule, spawn, sync_wait};
+/// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let scope = SimpleCountingScope::new();
+/// let hits = Arc::new(AtomicUsize::new(0));
+/// for _ in 0..100 {
+///     let hits = hits.clone();
+///     spawn(schedule(&pool.scheduler()).then(move |()| { hits.fetch_add(1, Ordering::Relaxed); }), scope.token());
+/// }
+/// sync_wait(scope.join()).unwrap();
+/// assert_eq!(hits.load(Ordering::Relaxed), 100);
+/// ```
+pub struct SimpleCountingScope {
+    owner: Owner,
+}
+
+/// The token of a [`SimpleCountingScope`].
+#[derive(Clone, Copy)]
+pub struct SimpleToken {
+    core: &'static ScopeCore,
+    generation: u64,
+}
+
+scope_common!(SimpleCountingScope, SimpleToken, false);
+
+/// P3149's `counting_scope`: a [`SimpleCountingScope`] plus [`request_stop`]
+/// (Self::request_stop), which reaches every outstanding and future nested operation:
+/// their stop token is merged with the scope's stop source.
+///
+/// ```
+/// use senders::{CountingScope, SenderExt, just, spawn_future, sync_wait};
+/// let scope = CountingScope::new();
+/// scope.request_stop();
+/// // Work nested after the request still sees it: `bulk` checks its stop token.
+/// let fut = spawn_future(just(()).bulk(10_000, |_, _| ()), scope.token());
+/// assert_eq!(sync_wait(fut).unwrap(), None); // completed stopped
+/// sync_wait(scope.join()).unwrap();
+/// ```
+pub struct CountingScope {
+    owner: Owner,
+}
+
+/// The token of a [`CountingScope`].
+#[derive(Clone, Copy)]
+pub struct CountingToken {
+    core: &'static ScopeCore,
+    generation: u64,
+}
+
+scope_common!(CountingScope, CountingToken, true);
+
+impl CountingScope {
+    /// Requests stop on every operation nested in the scope, now or later.
+    pub fn request_stop(&self) {
+        self.owner.core.stop.request_stop();
+    }
+}
+
+impl std::fmt::Debug for SimpleToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimpleToken").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CountingToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountingToken").finish_non_exhaustive()
+    }
+}
+
+/// An association with a counting scope; dropping it dissociates.
+pub struct ScopeAssociation {
+    core: &'static ScopeCore,
+    home: Home,
+    stop: bool,
+}
+
+impl Association for ScopeAssociation {
+    #[inline]
+    fn stop_token(&self) -> StopToken<'_> {
+        if self.stop { self.core.stop.token() } else { StopToken::never() }
+    }
+
+    fn report_panic(&self, panic: Panic) {
+        self.core.record_panic(panic);
+    }
+}
+
+impl Drop for ScopeAssociation {
+    #[inline]
+    fn drop(&mut self) {
+        self.core.counter.dissociate(self.home);
+    }
+}
+
+impl std::fmt::Debug for ScopeAssociation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeAssociation").field("home", &self.home).finish_non_exhaustive()
+    }
+}
+
+/// The sender of [`SimpleCountingScope::join`] and [`CountingScope::join`].
+#[must_use = "senders do nothing unless connected and started"]
+pub struct JoinSender<'s> {
+    core: &'static ScopeCore,
+    _scope: PhantomData<&'s ()>,
+}
+
+impl std::fmt::Debug for JoinSender<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinSender").finish_non_exhaustive()
+    }
+}
+
+impl Sender for JoinSender<'_> {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+/// The scheduler a join completes on: the one in its receiver's environment.
+type JoinSched<R> = <<R as Receiver<(), Infallible>>::Env as Env>::Scheduler;
+
+impl<'s, R> SenderTo<R> for JoinSender<'s>
+where
+    R: Receiver<(), Infallible> + Send,
+    JoinSched<R>: Scheduler,
+    <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
+{
+    type Operation = JoinOp<'s, R>;
+    fn connect(self, receiver: R) -> JoinOp<'s, R> {
+        JoinOp {
+            shared: JoinShared { core: self.core, rcvr: UnsafeCell::new(Some(receiver)) },
+            hop: UnsafeCell::new(None),
+            _scope: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The part of a join operation its hop receiver completes (it does not name the hop's
+/// operation type, which would make the receiver's trait bounds cyclic).
+pub struct JoinShared<R> {
+    core: &'static ScopeCore,
+    rcvr: UnsafeCell<Option<R>>,
+}
+
+impl<R: Receiver<(), Infallible>> JoinShared<R> {
+    /// Completes the receiver: with the first panic of spawned work, else with `()`.
+    fn complete(&self, stopped: bool) {
+        // SAFETY: the join completes once; the receiver is taken exactly here.
+        let rcvr = unsafe { (*self.rcvr.get()).take() }.expect("join completes once");
+        match self.core.take_panic() {
+            Some(panic) => rcvr.set_panic(panic),
+            None if stopped => rcvr.set_stopped(),
+            None => rcvr.set_value(()),
+        }
+    }
+}
+
+/// The operation state of a join.
+pub struct JoinOp<'s, R>
+where
+    R: Receiver<(), Infallible>,
+    JoinSched<R>: Scheduler,
+    <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
+{
+    shared: JoinShared<R>,
+    hop: UnsafeCell<Option<<<JoinSched<R> as Scheduler>::Sender as SenderTo<JoinHop<R>>>::Operation>>,
+    _scope: PhantomData<&'s ()>,
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the receiver (and the hop's operation) is `Send`; the join is notified from the
+// thread that ends the last association and touches the operation from there only.
+unsafe impl<'s, R> Send for JoinOp<'s, R>
+where
+    R: Receiver<(), Infallible> + Send,
+    JoinSched<R>: Scheduler,
+    <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
+    <<JoinSched<R> as Scheduler>::Sender as SenderTo<JoinHop<R>>>::Operation: Send,
+{
+}
+
+impl<R> JoinOp<'_, R>
+where
+    R: Receiver<(), Infallible>,
+    JoinSched<R>: Scheduler,
+    <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
+{
+    /// The count reached zero: hop onto the receiver's scheduler.
+    ///
+    /// # Safety
+    ///
+    /// `data` points to a started, pinned `JoinOp` that has not completed; called once.
+    unsafe fn notify(data: *const ()) {
+        // SAFETY: the caller's contract.
+        let this = unsafe { &*data.cast::<Self>() };
+        // SAFETY: the receiver is present until `complete`, which has not run.
+        let sched = unsafe { (*this.shared.rcvr.get()).as_ref() }.expect("join receiver").env().scheduler();
+        let hop = JoinHop { shared: &this.shared };
+        // SAFETY: nothing else touches the slot; the op is pinned and alive until the hop
+        // completes it, and the hop's operation is started once, in place.
+        unsafe {
+            let slot = &mut *this.hop.get();
+            let op = slot.insert(sched.schedule().connect(hop));
+            Pin::new_unchecked(op).start();
+        }
+    }
+}
+
+impl<R> OperationState for JoinOp<'_, R>
+where
+    R: Receiver<(), Infallible>,
+    JoinSched<R>: Scheduler,
+    <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        let data = (&*self as *const Self).cast::<()>();
+        // SAFETY: the op is pinned and, per `start`'s contract, stays alive until it
+        // completes, which only the notification (called once) leads to.
+        let waiter = unsafe { Waiter::new(data, Self::notify) };
+        if self.shared.core.counter.start_join(waiter) == JoinStart::Done {
+            self.shared.complete(false);
+        }
+    }
+}
+
+/// The receiver of the hop from the last dissociation onto the join's scheduler.
+pub struct JoinHop<R> {
+    shared: *const JoinShared<R>,
+}
+
+// SAFETY: the hop completes the join's receiver, which is `Send`.
+unsafe impl<R: Send> Send for JoinHop<R> {}
+// SAFETY: a shared reference only reaches `env()`, a constant.
+unsafe impl<R> Sync for JoinHop<R> {}
+
+impl<R> JoinHop<R> {
+    fn shared(&self) -> &JoinShared<R> {
+        // SAFETY: the join operation is alive until this hop completes it.
+        unsafe { &*self.shared }
+    }
+}
+
+impl<R: Receiver<(), Infallible>> Receiver<(), Infallible> for JoinHop<R> {
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
+    }
+    fn set_value(self, (): ()) {
+        self.shared().complete(false)
+    }
+    fn set_error(self, error: Infallible) {
+        match error {}
+    }
+    fn set_stopped(self) {
+        self.shared().complete(true)
+    }
+    fn set_panic(self, panic: Panic) {
+        // SAFETY: as in `complete`.
+        let rcvr = unsafe { (*self.shared().rcvr.get()).take() }.expect("join completes once");
+        rcvr.set_panic(panic)
+    }
+}

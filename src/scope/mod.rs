@@ -1,0 +1,20 @@
+//! Async scopes (P3149R6): the scope token concept, `nest`, `spawn_future`, and the
+//! counting scopes with per-worker counters merged at join. `spawn` lives in
+//! [`crate::spawn`](crate::spawn()), next to the domains' spawn hook.
+
+mod core;
+pub(crate) mod counter;
+mod counting;
+pub(crate) mod future;
+mod nest;
+pub(crate) mod slot;
+mod token;
+
+pub use counter::ScopeState;
+pub use counting::{
+    CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, JoinShared, ScopeAssociation, SimpleCountingScope,
+    SimpleToken,
+};
+pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
+pub use nest::{Nest, NestOp, nest};
+pub use token::{Association, ScopeToken};
