@@ -313,3 +313,210 @@ fn decode(root: u64) -> ScopeState {
         ScopeState::Unused
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! White-box checks of the counter: which word each path touches.
+    use super::*;
+
+    #[test]
+    fn a_worker_counts_on_its_own_shard_and_only_transitions_reach_the_root() {
+        let c = Counter::new(2);
+        let g = c.generation();
+        let a = c.try_associate(g, Some(1)).unwrap();
+        let b = c.try_associate(g, Some(1)).unwrap();
+        assert_eq!((a, b), (Home::Shard(1), Home::Shard(1)));
+        // The shard holds 2; the root counts one active shard.
+        assert_eq!(c.debug_counts(), (1, vec![0, 2]));
+        // Ending one on another thread's behalf decrements the home shard, not the root.
+        c.dissociate(b);
+        assert_eq!(c.debug_counts(), (1, vec![0, 1]));
+        c.dissociate(a);
+        assert_eq!(c.debug_counts(), (0, vec![0, 0]));
+    }
+
+    #[test]
+    fn threads_without_a_shard_and_the_single_atomic_count_on_the_root() {
+        for (c, slot) in [(Counter::new(2), None), (Counter::new(0), Some(0)), (Counter::new(1), Some(5))] {
+            let g = c.generation();
+            let a = c.try_associate(g, slot).unwrap();
+            assert_eq!(a, Home::Root);
+            assert_eq!(c.debug_counts().0, 1);
+            c.dissociate(a);
+            assert_eq!(c.debug_counts().0, 0);
+        }
+    }
+
+    #[test]
+    fn a_stale_generation_fails_on_every_path_and_leaves_the_counts_balanced() {
+        let c = Counter::new(1);
+        let g = c.generation();
+        let live = c.try_associate(g, Some(0)).unwrap();
+        assert!(c.try_associate(g + 1, Some(0)).is_none(), "fast path (shard active)");
+        c.dissociate(live);
+        assert!(c.try_associate(g + 1, Some(0)).is_none(), "0→1 path");
+        assert!(c.try_associate(g + 1, None).is_none(), "root path");
+        assert_eq!(c.debug_counts(), (0, vec![0]));
+        unsafe fn never(_: *const ()) {
+            unreachable!("the count is zero: the join completes inline")
+        }
+        // SAFETY: the waiter is never stored (the join completes inline).
+        assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+        c.recycle();
+        assert_eq!(c.generation(), g + 1);
+        assert_eq!(c.state(), ScopeState::Unused);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The counter protocol under loom: spawn on one worker and complete on another,
+    //! a join racing the last completion, close racing associate.
+    use super::*;
+    use crate::sync::{Arc, thread};
+    use loom::sync::atomic::AtomicUsize as Flag;
+
+    /// A waiter that counts its notifications in `flag` and checks that no association
+    /// is alive (`live`) when it is notified.
+    fn waiter(state: &Arc<(Flag, Flag)>) -> Waiter {
+        unsafe fn notify(data: *const ()) {
+            // SAFETY: `data` is the model's `(notified, live)` pair, alive until the end.
+            let (notified, live) = unsafe { &*data.cast::<(Flag, Flag)>() };
+            assert_eq!(live.load(Ordering::Acquire), 0, "join notified with a live association");
+            notified.fetch_add(1, Ordering::AcqRel);
+        }
+        // SAFETY: the pair outlives the model's threads, which all end before it drops.
+        unsafe { Waiter::new(Arc::as_ptr(state).cast(), notify) }
+    }
+
+    fn join_done(c: &Counter, state: &Arc<(Flag, Flag)>) -> bool {
+        match c.start_join(waiter(state)) {
+            JoinStart::Done => {
+                assert_eq!(state.1.load(Ordering::Acquire), 0, "inline join with a live association");
+                true
+            }
+            JoinStart::Pending => false,
+        }
+    }
+
+    #[test]
+    fn spawn_on_one_worker_complete_on_another_while_joining() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(2));
+            let st = Arc::new((Flag::new(0), Flag::new(0)));
+            let g = c.generation();
+            // The root task, counted on worker 0, is running on worker 1.
+            let root = c.try_associate(g, Some(0)).unwrap();
+            st.1.fetch_add(1, Ordering::AcqRel);
+            let (c1, st1) = (c.clone(), st.clone());
+            let worker1 = thread::spawn(move || {
+                // It spawns a child (counted on worker 1), then completes (worker 0's shard).
+                let child = c1.try_associate(g, Some(1)).expect("nested spawn succeeds");
+                st1.1.fetch_add(1, Ordering::AcqRel);
+                st1.1.fetch_sub(1, Ordering::AcqRel);
+                c1.dissociate(root);
+                child
+            });
+            let (c0, st0) = (c.clone(), st.clone());
+            let joiner = thread::spawn(move || join_done(&c0, &st0));
+            let child = worker1.join().unwrap();
+            // The child completes on worker 0.
+            st.1.fetch_sub(1, Ordering::AcqRel);
+            c.dissociate(child);
+            let inline = joiner.join().unwrap();
+            let notified = st.0.load(Ordering::Acquire);
+            assert_eq!(usize::from(inline) + notified, 1, "the join completes exactly once");
+            assert_eq!(c.state(), ScopeState::Joined);
+            assert!(c.droppable());
+        });
+    }
+
+    #[test]
+    fn a_join_racing_the_last_completion_is_told_exactly_once() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(1));
+            let st = Arc::new((Flag::new(0), Flag::new(0)));
+            let g = c.generation();
+            let a = c.try_associate(g, Some(0)).unwrap();
+            let b = c.try_associate(g, None).unwrap();
+            st.1.fetch_add(2, Ordering::AcqRel);
+            let (c1, st1) = (c.clone(), st.clone());
+            let t = thread::spawn(move || {
+                st1.1.fetch_sub(1, Ordering::AcqRel);
+                c1.dissociate(a);
+            });
+            let (c2, st2) = (c.clone(), st.clone());
+            let u = thread::spawn(move || {
+                st2.1.fetch_sub(1, Ordering::AcqRel);
+                c2.dissociate(b);
+            });
+            let inline = join_done(&c, &st);
+            t.join().unwrap();
+            u.join().unwrap();
+            assert_eq!(usize::from(inline) + st.0.load(Ordering::Acquire), 1);
+            assert!(c.droppable());
+        });
+    }
+
+    #[test]
+    fn close_racing_associate_is_linearizable() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(1));
+            let g = c.generation();
+            // Worker 0 already has an association (so it takes the fast path), and a thread
+            // without a shard associates on the root; both race `close`.
+            let held = c.try_associate(g, Some(0)).unwrap();
+            let (c1, c2) = (c.clone(), c.clone());
+            let worker = thread::spawn(move || c1.try_associate(g, Some(0)));
+            let outside = thread::spawn(move || c2.try_associate(g, None));
+            c.close();
+            // After `close` returns, nothing associates.
+            assert!(c.try_associate(g, Some(0)).is_none());
+            assert!(c.try_associate(g, None).is_none());
+            let (w, o) = (worker.join().unwrap(), outside.join().unwrap());
+            assert_eq!(c.state(), ScopeState::Closed);
+            // Whatever succeeded is counted: the join waits for it.
+            let st = Arc::new((Flag::new(0), Flag::new(0)));
+            st.1.fetch_add(1 + usize::from(w.is_some()) + usize::from(o.is_some()), Ordering::AcqRel);
+            assert!(!join_done(&c, &st), "join cannot finish with associations alive");
+            for home in [Some(held), w, o].into_iter().flatten() {
+                st.1.fetch_sub(1, Ordering::AcqRel);
+                c.dissociate(home);
+            }
+            assert_eq!(st.0.load(Ordering::Acquire), 1);
+            assert_eq!(c.state(), ScopeState::Joined);
+        });
+    }
+
+    #[test]
+    fn an_outside_associate_racing_the_join_either_wins_or_is_refused() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(1));
+            let st = Arc::new((Flag::new(0), Flag::new(0)));
+            let g = c.generation();
+            let a = c.try_associate(g, Some(0)).unwrap();
+            st.1.fetch_add(1, Ordering::AcqRel);
+            let (c1, st1) = (c.clone(), st.clone());
+            // A thread outside the pool tries to associate while the last association ends
+            // and a join starts: if it succeeds, the join must wait for it.
+            let outside = thread::spawn(move || {
+                let b = c1.try_associate(g, None);
+                if let Some(b) = b {
+                    st1.1.fetch_add(1, Ordering::AcqRel);
+                    st1.1.fetch_sub(1, Ordering::AcqRel);
+                    c1.dissociate(b);
+                }
+            });
+            let (c2, st2) = (c.clone(), st.clone());
+            let worker = thread::spawn(move || {
+                st2.1.fetch_sub(1, Ordering::AcqRel);
+                c2.dissociate(a);
+            });
+            let inline = join_done(&c, &st);
+            outside.join().unwrap();
+            worker.join().unwrap();
+            assert_eq!(usize::from(inline) + st.0.load(Ordering::Acquire), 1);
+            assert!(c.droppable());
+        });
+    }
+}

@@ -551,3 +551,100 @@ unsafe fn discard_block<V, E, A: Association, Op>(block: *mut ()) {
     // SAFETY: forwarded; the operation was never started.
     unsafe { finish_work(block.cast::<Head<V, E, A>>(), drop_op::<V, E, A, Op>, Outcome::Stopped) }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The `spawn_future` race under loom: the work completing against the future
+    //! starting, being dropped, or being stopped. Exactly one side frees the block, and
+    //! the result is delivered at most once, exactly when the future did not give up.
+    use super::*;
+    use crate::sync::{Arc, thread};
+    use loom::sync::atomic::AtomicUsize as Count;
+
+    /// What the model's `Waiter` reports to.
+    struct Model {
+        cell: FutureCell<u32>,
+        frees: Count,
+        delivered: Count,
+    }
+
+    unsafe fn notified(data: *const ()) {
+        // SAFETY: `data` is the model, alive until the end.
+        let m = unsafe { &*data.cast::<Model>() };
+        assert_eq!(m.cell.take(), 7);
+        m.delivered.fetch_add(1, Ordering::AcqRel);
+        m.frees.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn model() -> Arc<Model> {
+        Arc::new(Model { cell: FutureCell::new(), frees: Count::new(0), delivered: Count::new(0) })
+    }
+
+    fn work(m: &Arc<Model>) -> thread::JoinHandle<()> {
+        let m = m.clone();
+        thread::spawn(move || match m.cell.complete(7) {
+            AfterComplete::Notify(w) => w.notify(),
+            AfterComplete::Free => {
+                m.frees.fetch_add(1, Ordering::AcqRel);
+            }
+            AfterComplete::Nothing => {}
+        })
+    }
+
+    fn waiter(m: &Arc<Model>) -> Waiter {
+        // SAFETY: the model outlives every thread.
+        unsafe { Waiter::new(Arc::as_ptr(m).cast(), notified) }
+    }
+
+    #[test]
+    fn completion_racing_start() {
+        loom::model(|| {
+            let m = model();
+            let w = work(&m);
+            if m.cell.start(waiter(&m)) {
+                assert_eq!(m.cell.take(), 7);
+                m.delivered.fetch_add(1, Ordering::AcqRel);
+                m.frees.fetch_add(1, Ordering::AcqRel);
+            }
+            w.join().unwrap();
+            assert_eq!(m.delivered.load(Ordering::Acquire), 1);
+            assert_eq!(m.frees.load(Ordering::Acquire), 1);
+        });
+    }
+
+    #[test]
+    fn completion_racing_drop() {
+        loom::model(|| {
+            let m = model();
+            let w = work(&m);
+            if m.cell.abandon() {
+                m.frees.fetch_add(1, Ordering::AcqRel);
+            }
+            w.join().unwrap();
+            assert_eq!(m.delivered.load(Ordering::Acquire), 0);
+            assert_eq!(m.frees.load(Ordering::Acquire), 1);
+        });
+    }
+
+    #[test]
+    fn completion_racing_a_stop_request_after_start() {
+        loom::model(|| {
+            let m = model();
+            let w = work(&m);
+            let mut stopped = false;
+            if m.cell.start(waiter(&m)) {
+                assert_eq!(m.cell.take(), 7);
+                m.delivered.fetch_add(1, Ordering::AcqRel);
+                m.frees.fetch_add(1, Ordering::AcqRel);
+            } else {
+                // The receiver's stop request arrives while waiting.
+                stopped = m.cell.cancel();
+            }
+            w.join().unwrap();
+            // Either the future completed stopped (and the work freed the block) or it got
+            // the result; never both, never neither.
+            assert_eq!(m.delivered.load(Ordering::Acquire) + usize::from(stopped), 1);
+            assert_eq!(m.frees.load(Ordering::Acquire), 1);
+        });
+    }
+}
