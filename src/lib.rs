@@ -69,11 +69,11 @@ pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
 pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};
 pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};
 pub use schedulers::single_thread::{SingleThreadContext, SingleThreadScheduler, SingleThreadSender};
-pub use sender::{OperationState, Sender, SenderTo};
 pub use scope::{
-    Association, CounterKind, CountingScope, CountingToken, FutureOp, FutureReceiver, JoinHop, JoinOp, JoinSender, JoinShared, Nest,
-    NestOp, ScopeAssociation, ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture, nest,
-    spawn_future,
+    Association, CounterKind, CountingScope, CountingToken, FutureOp, FutureReceiver, JoinHop, JoinOp, JoinSender,
+    JoinShared, Nest, NestOp, ScopeAssociation, ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture,
+    nest, spawn_future,
 };
+pub use sender::{OperationState, Sender, SenderTo};
 pub use spawn::{SpawnReceiver, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};

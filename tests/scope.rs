@@ -483,7 +483,8 @@ fn spawn_future_delivers_values_errors_stops_and_panics() {
     let sch = pool.scheduler();
     let scope = CountingScope::new();
     let v = spawn_future(sch.schedule().then(|()| 42), scope.token());
-    let e = spawn_future(sch.schedule().with_error::<&str>().let_value(|()| just_error::<i32, &str>("bad")), scope.token());
+    let e =
+        spawn_future(sch.schedule().with_error::<&str>().let_value(|()| just_error::<i32, &str>("bad")), scope.token());
     let st = spawn_future(sch.schedule().let_value(|()| just_stopped::<i32, Infallible>()), scope.token());
     let p = spawn_future(sch.schedule().then(|()| -> i32 { panic!("future boom") }), scope.token());
     assert_eq!(sync_wait(v).unwrap(), Some(42));
@@ -742,7 +743,13 @@ fn stress_a_million_random_spawns_with_stops_and_panics() {
         + st.refused.load(Ordering::Relaxed);
     assert!(spawned >= 1_000_000, "{spawned} spawns");
     assert_eq!(accounted, spawned, "every node ran, stopped, panicked or was refused");
-    eprintln!("spawned {spawned} ran {} stopped {} panicked {} refused {}", st.ran.load(Ordering::Relaxed), st.stopped.load(Ordering::Relaxed), st.panicked.load(Ordering::Relaxed), st.refused.load(Ordering::Relaxed));
+    eprintln!(
+        "spawned {spawned} ran {} stopped {} panicked {} refused {}",
+        st.ran.load(Ordering::Relaxed),
+        st.stopped.load(Ordering::Relaxed),
+        st.panicked.load(Ordering::Relaxed),
+        st.refused.load(Ordering::Relaxed)
+    );
     assert!(st.stopped.load(Ordering::Relaxed) > 0, "random stop requests reached queued work");
     assert!(stop_hits.load(Ordering::Relaxed) >= 100, "each requested stop reached its nested op");
     if st.panicked.load(Ordering::Relaxed) > 0 {

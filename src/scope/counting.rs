@@ -176,9 +176,9 @@ pub struct SimpleToken {
 
 scope_common!(SimpleCountingScope, SimpleToken, false);
 
-/// P3149's `counting_scope`: a [`SimpleCountingScope`] plus [`request_stop`]
-/// (Self::request_stop), which reaches every outstanding and future nested operation:
-/// their stop token is merged with the scope's stop source.
+/// P3149's `counting_scope`: a [`SimpleCountingScope`] plus
+/// [`request_stop`](Self::request_stop), which reaches every outstanding and future
+/// nested operation: their stop token is merged with the scope's stop source.
 ///
 /// ```
 /// use senders::{CountingScope, SenderExt, just, spawn_future, sync_wait};
@@ -278,6 +278,8 @@ impl Sender for JoinSender<'_> {
 
 /// The scheduler a join completes on: the one in its receiver's environment.
 type JoinSched<R> = <<R as Receiver<(), Infallible>>::Env as Env>::Scheduler;
+/// The operation of the join's hop onto that scheduler.
+type HopOp<R> = <<JoinSched<R> as Scheduler>::Sender as SenderTo<JoinHop<R>>>::Operation;
 
 impl<'s, R> SenderTo<R> for JoinSender<'s>
 where
@@ -324,7 +326,7 @@ where
     <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
 {
     shared: JoinShared<R>,
-    hop: UnsafeCell<Option<<<JoinSched<R> as Scheduler>::Sender as SenderTo<JoinHop<R>>>::Operation>>,
+    hop: UnsafeCell<Option<HopOp<R>>>,
     _scope: PhantomData<&'s ()>,
     _pin: PhantomPinned,
 }

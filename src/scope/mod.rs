@@ -12,8 +12,8 @@ mod token;
 
 pub use counter::ScopeState;
 pub use counting::{
-    CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, JoinShared, ScopeAssociation, SimpleCountingScope,
-    SimpleToken,
+    CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, JoinShared, ScopeAssociation,
+    SimpleCountingScope, SimpleToken,
 };
 pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use nest::{Nest, NestOp, nest};

@@ -58,10 +58,8 @@ where
     Tk::Wrap<S>: Clone,
 {
     fn clone(&self) -> Self {
-        let inner = self
-            .inner
-            .as_ref()
-            .and_then(|(sndr, _)| self.token.try_associate().map(|assoc| (sndr.clone(), assoc)));
+        let inner =
+            self.inner.as_ref().and_then(|(sndr, _)| self.token.try_associate().map(|assoc| (sndr.clone(), assoc)));
         Nest { token: self.token, inner }
     }
 }
