@@ -9,8 +9,9 @@
 use std::convert::Infallible;
 
 use senders::{
-    EmptyEnv, InlineScheduler, InplaceStopSource, Just, NoDomain, Panic, Receiver, RunLoop, RunLoopScheduler,
-    Scheduler, SenderExt, SenderTo, SingleThreadContext, SingleThreadScheduler, StopToken, SyncWaitReceiver, just,
+    CountingScope, CountingToken, EmptyEnv, InlineScheduler, InplaceStopSource, Just, NoDomain, Panic, Receiver,
+    RunLoop, RunLoopScheduler, Scheduler, ScopeAssociation, SenderExt, SenderTo, SimpleCountingScope, SimpleToken,
+    SingleThreadContext, SingleThreadScheduler, SpawnFuture, StopToken, SyncWaitReceiver, just, nest, spawn_future,
     starts_on, when_all,
 };
 
@@ -112,4 +113,24 @@ fn operation_states_are_send_when_the_receiver_is() {
     assert_send_val(&just(1).let_value(|x: i32| just(x + 1)).connect(Probe));
     assert_send_val(&sch.schedule().connect(Probe));
     assert_send_val(&InlineScheduler.schedule().connect(Probe));
+}
+
+#[test]
+fn scope_handles_tokens_and_futures_cross_threads() {
+    fn assert_copy<T: Copy + Send + Sync + 'static>() {}
+    assert_copy::<SimpleToken>();
+    assert_copy::<CountingToken>();
+    assert_send::<CountingScope>();
+    assert_sync::<CountingScope>();
+    assert_send::<SimpleCountingScope>();
+    assert_sync::<SimpleCountingScope>();
+    assert_send::<ScopeAssociation>();
+    assert_send::<SpawnFuture<i32, String>>();
+    let scope = CountingScope::new();
+    assert_send_val(&nest(just(1), scope.token()));
+    assert_send_val(&nest(just(1), scope.token()).connect(Probe));
+    let fut = spawn_future(just(1), scope.token());
+    assert_send_val(&fut);
+    drop(fut);
+    senders::sync_wait(scope.join()).unwrap();
 }
