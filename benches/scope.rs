@@ -1,0 +1,522 @@
+//! Async scopes (P3149 `CountingScope` + `spawn`) against rayon's scopes and tokio's
+//! `spawn`, in the same run, with the same number of workers ([`THREADS`] = 2) everywhere.
+//!
+//! | group | ours (`senders`) | baseline(s) | target |
+//! |---|---|---|---|
+//! | `tree_spawn/no_work` | a 2^20 − 1 node binary tree, one `spawn` per node, from the workers | `rayon::scope` + `s.spawn` per node | ≤ 0.20× rayon's time |
+//! | `tree_spawn/work_300ns` | the same with ~300 ns of spinning per node | rayon as above; plain recursion | ≥ 1.85× faster than sequential |
+//! | `flat_spawn` | [`FLAT_N`] empty spawns from the main thread, then `join` | `in_place_scope` + `s.spawn`; `tokio::spawn` + awaiting the handles | ≥ 3× rayon's throughput |
+//! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
+//!
+//! ```text
+//! cargo bench --bench scope -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Every workload is checked once, before its group is timed: a counting variant visits
+//! the tree (or runs the flat spawns) and the count must equal the node count, with
+//! every node of ours and of rayon's run on a pool worker. The timed variants count
+//! nothing, so they time the spawns and the work alone.
+//!
+//! After each group, each compared pair is also timed in interleaved rounds (ours,
+//! baseline, baseline, ours, ...), which resists the background load of a shared
+//! machine far better than two separate criterion runs (as in `benches/pool.rs`). The
+//! table printed after each group (and again at the end) gives the medians of the
+//! criterion samples, the speedup `baseline ÷ ours` from those medians and from the
+//! interleaved rounds (median and range), and whether the target is met.
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::rc::Rc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
+use senders::{
+    CounterKind, CountingScope, CountingToken, PoolScheduler, Scheduler, SenderExt, StaticThreadPool, just, spawn,
+    sync_wait,
+};
+
+/// Workers in every pool.
+const THREADS: usize = 2;
+/// Depth of the trees: `2^TREE_DEPTH - 1` nodes.
+const TREE_DEPTH: u32 = 20;
+/// Nodes of a tree of depth [`TREE_DEPTH`].
+const TREE_NODES: usize = (1 << TREE_DEPTH) - 1;
+/// Spawns per iteration of `flat_spawn`.
+const FLAT_N: usize = 1 << 20;
+/// Nanoseconds of work per node in `tree_spawn/work_300ns`.
+const WORK_NS: f64 = 300.0;
+/// Samples of every group (criterion's minimum; the iterations are long).
+const SAMPLES: usize = 10;
+/// Rounds of the interleaved comparison.
+const PAIRED_ROUNDS: usize = 9;
+/// Minimum duration of one timed batch of the interleaved comparison.
+const PAIRED_BATCH_NS: f64 = 5e6;
+
+// ---------------------------------------------------------------------------------------
+// The work: a calibrated spin loop.
+// ---------------------------------------------------------------------------------------
+
+/// `iters` rounds of dependent integer arithmetic the compiler cannot remove.
+#[inline(never)]
+fn spin(iters: u64) -> u64 {
+    let mut x = black_box(0x9E37_79B9_7F4A_7C15_u64);
+    for i in 0..iters {
+        x = x.rotate_left(7).wrapping_mul(0x2545_F491_4F6C_DD1D) ^ i;
+    }
+    black_box(x)
+}
+
+/// The number of [`spin`] iterations that take about `ns` nanoseconds on this machine:
+/// the fastest of a few long timed runs (so that background load does not inflate it),
+/// then corrected once by timing calls of the size actually used.
+fn calibrate(ns: f64) -> u64 {
+    const PROBE: u64 = 2_000_000;
+    let best_ns = |iters: u64, calls: u32| {
+        (0..7)
+            .map(|_| {
+                let start = Instant::now();
+                for _ in 0..calls {
+                    spin(iters);
+                }
+                start.elapsed().as_nanos() as f64 / f64::from(calls)
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let iters = ((ns * PROBE as f64 / best_ns(PROBE, 1)).round() as u64).max(1);
+    ((ns * iters as f64 / best_ns(iters, 10_000)).round() as u64).max(1)
+}
+
+/// The mean time of one `spin(iters)`, over many calls.
+fn time_spin(iters: u64) -> f64 {
+    let start = Instant::now();
+    for _ in 0..10_000 {
+        spin(iters);
+    }
+    start.elapsed().as_nanos() as f64 / 10_000.0
+}
+
+// ---------------------------------------------------------------------------------------
+// The workloads. `count`, when given, counts visited nodes and those not run on a pool
+// worker; only the one-time checks pass it.
+// ---------------------------------------------------------------------------------------
+
+/// What a checked run saw.
+#[derive(Default)]
+struct Counts {
+    nodes: AtomicUsize,
+    off_pool: AtomicUsize,
+}
+
+impl Counts {
+    fn visit(&self, on_pool: impl FnOnce() -> bool) {
+        self.nodes.fetch_add(1, Ordering::Relaxed);
+        if !on_pool() {
+            self.off_pool.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn take(&self) -> (usize, usize) {
+        (self.nodes.swap(0, Ordering::Relaxed), self.off_pool.swap(0, Ordering::Relaxed))
+    }
+}
+
+/// Counters of the checked runs (never touched by the timed ones).
+static COUNTS: Counts = Counts { nodes: AtomicUsize::new(0), off_pool: AtomicUsize::new(0) };
+
+fn on_our_pool() -> bool {
+    std::thread::current().name().is_some_and(|n| n.starts_with("senders-worker-"))
+}
+
+fn on_rayon_pool() -> bool {
+    rayon::current_thread_index().is_some()
+}
+
+/// One node of our tree: its work, then one spawn per child. The children are
+/// `schedule().then(..)`: the pool's domain pushes them on the current worker's deque.
+fn ours_node(sch: &'static PoolScheduler, tk: CountingToken, depth: u32, iters: u64, count: Option<&'static Counts>) {
+    if let Some(c) = count {
+        c.visit(on_our_pool);
+    }
+    if iters > 0 {
+        spin(iters);
+    }
+    if depth > 1 {
+        for _ in 0..2 {
+            spawn(sch.schedule().then(move |()| ours_node(sch, tk, depth - 1, iters, count)), tk);
+        }
+    }
+}
+
+/// The whole tree into a fresh scope: the root is spawned from the calling thread (onto
+/// the pool's injector), the rest from the workers; then `join`.
+fn ours_tree(sch: &'static PoolScheduler, kind: CounterKind, iters: u64, count: Option<&'static Counts>) {
+    let scope = CountingScope::with_counter(kind);
+    let tk = scope.token();
+    spawn(sch.schedule().then(move |()| ours_node(sch, tk, TREE_DEPTH, iters, count)), tk);
+    sync_wait(scope.join()).unwrap();
+}
+
+/// The same tree with the children spawned as `just(()).then(..)`: no domain, so
+/// `spawn` starts them inline (a sequential walk that still pays for the scope).
+fn inline_node(tk: CountingToken, depth: u32, count: Option<&'static Counts>) {
+    if let Some(c) = count {
+        c.visit(on_our_pool);
+    }
+    if depth > 1 {
+        for _ in 0..2 {
+            spawn(just(()).then(move |()| inline_node(tk, depth - 1, count)), tk);
+        }
+    }
+}
+
+fn inline_tree(sch: &'static PoolScheduler, count: Option<&'static Counts>) {
+    let scope = CountingScope::new();
+    let tk = scope.token();
+    spawn(sch.schedule().then(move |()| inline_node(tk, TREE_DEPTH, count)), tk);
+    sync_wait(scope.join()).unwrap();
+}
+
+fn rayon_node<'s>(s: &rayon::Scope<'s>, depth: u32, iters: u64, count: Option<&'s Counts>) {
+    if let Some(c) = count {
+        c.visit(on_rayon_pool);
+    }
+    if iters > 0 {
+        spin(iters);
+    }
+    if depth > 1 {
+        for _ in 0..2 {
+            s.spawn(move |s| rayon_node(s, depth - 1, iters, count));
+        }
+    }
+}
+
+fn rayon_tree(rpool: &rayon::ThreadPool, iters: u64, count: Option<&Counts>) {
+    rpool.install(|| rayon::scope(|s| rayon_node(s, TREE_DEPTH, iters, count)));
+}
+
+fn seq_node(depth: u32, iters: u64, count: Option<&Counts>) {
+    if let Some(c) = count {
+        c.visit(|| true);
+    }
+    spin(iters);
+    if depth > 1 {
+        seq_node(black_box(depth - 1), iters, count);
+        seq_node(black_box(depth - 1), iters, count);
+    }
+}
+
+/// [`FLAT_N`] spawns of `schedule()` from the calling thread (not a worker), then `join`.
+fn ours_flat(sch: &PoolScheduler, count: Option<&'static Counts>) {
+    let scope = CountingScope::new();
+    let tk = scope.token();
+    for _ in 0..FLAT_N {
+        match count {
+            Some(c) => spawn(sch.schedule().then(move |()| c.visit(on_our_pool)), tk),
+            None => spawn(sch.schedule(), tk),
+        };
+    }
+    sync_wait(scope.join()).unwrap();
+}
+
+fn rayon_flat(rpool: &rayon::ThreadPool, count: Option<&Counts>) {
+    rpool.in_place_scope(|s| {
+        for _ in 0..FLAT_N {
+            match count {
+                Some(c) => s.spawn(move |_| c.visit(on_rayon_pool)),
+                None => s.spawn(|_| {}),
+            }
+        }
+    });
+}
+
+fn tokio_flat(rt: &tokio::runtime::Runtime, count: Option<&'static Counts>) {
+    rt.block_on(async {
+        let handles: Vec<_> = (0..FLAT_N)
+            .map(|_| match count {
+                Some(c) => tokio::spawn(async move { c.visit(|| true) }),
+                None => tokio::spawn(async {}),
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+}
+
+/// Runs `f` with the counters and checks that it visited `want` nodes, all on a pool
+/// worker.
+fn check(what: &str, want: usize, f: impl FnOnce(&'static Counts)) {
+    COUNTS.take();
+    f(&COUNTS);
+    let (nodes, off_pool) = COUNTS.take();
+    assert_eq!(nodes, want, "{what}: visited nodes");
+    assert_eq!(off_pool, 0, "{what}: nodes run outside the pool");
+}
+
+// ---------------------------------------------------------------------------------------
+// Recording: criterion's samples, interleaved comparisons, and the tables.
+// ---------------------------------------------------------------------------------------
+
+/// A comparison to report: `base ÷ ours` (a speedup), and the target it should reach.
+struct Pair {
+    ours: &'static str,
+    base: &'static str,
+    /// The minimum speedup the issue asks for, if any.
+    target: Option<f64>,
+}
+
+/// One reported comparison.
+struct Row {
+    ours: String,
+    base: String,
+    ours_ns: f64,
+    base_ns: f64,
+    /// `base ÷ ours` of each interleaved round.
+    paired: Vec<f64>,
+    /// The medians of the interleaved rounds' own times: ours, baseline.
+    paired_ns: (f64, f64),
+    target: Option<f64>,
+}
+
+/// Every comparison reported so far, for the final summary.
+static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn format_ns(ns: f64) -> String {
+    match ns {
+        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
+        ns if ns >= 1e3 => format!("{:.2} µs", ns / 1e3),
+        ns => format!("{ns:.1} ns"),
+    }
+}
+
+fn print_rows(rows: &[Row]) {
+    println!(
+        "\n{:<34} {:<36} {:>10} {:>10} {:>8} {:>10} {:>10} {:>22} {:>12}",
+        "ours", "baseline", "ours", "baseline", "speedup", "ours (il)", "base (il)", "interleaved [range]", "target"
+    );
+    for r in rows {
+        let paired = if r.paired.is_empty() {
+            "-".to_owned()
+        } else {
+            let lo = r.paired.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = r.paired.iter().copied().fold(0.0, f64::max);
+            format!("{:.2}× [{lo:.2}–{hi:.2}]", median(&r.paired))
+        };
+        let target = match r.target {
+            None => "-".to_owned(),
+            Some(t) => {
+                let got = if r.paired.is_empty() { r.base_ns / r.ours_ns } else { median(&r.paired) };
+                format!("≥ {t:.2}× {}", if got >= t { "met" } else { "MISSED" })
+            }
+        };
+        println!(
+            "{:<34} {:<36} {:>10} {:>10} {:>7.2}× {:>10} {:>10} {paired:>22} {target:>12}",
+            r.ours,
+            r.base,
+            format_ns(r.ours_ns),
+            format_ns(r.base_ns),
+            r.base_ns / r.ours_ns,
+            format_ns(r.paired_ns.0),
+            format_ns(r.paired_ns.1),
+        );
+    }
+}
+
+/// A benchmark routine, kept for the interleaved comparison.
+type Routine<'f> = Box<dyn FnMut() + 'f>;
+
+/// The per-iteration times of one benchmark's samples, shared with its timing closure.
+type Times = Rc<RefCell<Vec<f64>>>;
+
+/// A criterion group that records the time per iteration of every sample.
+struct Group<'c, 'f> {
+    name: &'static str,
+    group: BenchmarkGroup<'c, WallTime>,
+    /// Each benchmark's key, routine and per-iteration times (warm-up calls included:
+    /// the last [`SAMPLES`] are the measured samples).
+    benches: Vec<(String, Routine<'f>, Times)>,
+}
+
+impl<'c, 'f> Group<'c, 'f> {
+    fn new(c: &'c mut Criterion, name: &'static str) -> Self {
+        let mut group = c.benchmark_group(name);
+        group.sample_size(SAMPLES).sampling_mode(SamplingMode::Flat);
+        Group { name, group, benches: Vec::new() }
+    }
+
+    fn throughput(&mut self, elements: usize) -> &mut Self {
+        self.group.throughput(Throughput::Elements(elements as u64));
+        self
+    }
+
+    /// Benchmarks `f`, one call per iteration.
+    fn bench(&mut self, id: &str, f: impl FnMut() + 'f) {
+        let times: Times = Rc::new(RefCell::new(Vec::new()));
+        let mut routine: Routine<'f> = Box::new(f);
+        let record = times.clone();
+        self.group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    routine();
+                }
+                let elapsed = start.elapsed();
+                record.borrow_mut().push(elapsed.as_nanos() as f64 / iters as f64);
+                elapsed
+            })
+        });
+        self.benches.push((id.to_owned(), routine, times));
+    }
+
+    /// Finishes the criterion group, times every pair (both of which ran) in
+    /// interleaved rounds, and prints the group's table.
+    fn finish(self, pairs: &[Pair]) {
+        let Group { name, group, mut benches } = self;
+        group.finish();
+        let medians: Vec<Option<f64>> = benches
+            .iter()
+            .map(|(_, _, t)| {
+                let t = t.borrow();
+                (!t.is_empty()).then(|| median(&t[t.len().saturating_sub(SAMPLES)..]))
+            })
+            .collect();
+        let keys: Vec<String> = benches.iter().map(|(k, _, _)| k.clone()).collect();
+        let find = |id: &str| keys.iter().position(|k| k == id);
+        let mut rows = Vec::new();
+        for p in pairs {
+            let (Some(i), Some(j)) = (find(p.ours), find(p.base)) else { continue };
+            let (Some(ours_ns), Some(base_ns)) = (medians[i], medians[j]) else { continue };
+            let batch = |t: f64| (PAIRED_BATCH_NS / t).ceil().max(1.0) as u32;
+            let (n_ours, n_base) = (batch(ours_ns), batch(base_ns));
+            let (mut paired, mut ours_t, mut base_t) = (Vec::new(), Vec::new(), Vec::new());
+            for round in 0..PAIRED_ROUNDS {
+                let mut time = |k: usize, n: u32| {
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        (benches[k].1)();
+                    }
+                    start.elapsed().as_nanos() as f64 / f64::from(n)
+                };
+                let (ours, base) = if round % 2 == 0 {
+                    let ours = time(i, n_ours);
+                    (ours, time(j, n_base))
+                } else {
+                    let base = time(j, n_base);
+                    (time(i, n_ours), base)
+                };
+                paired.push(base / ours);
+                ours_t.push(ours);
+                base_t.push(base);
+            }
+            rows.push(Row {
+                ours: format!("{name}/{}", p.ours),
+                base: format!("{name}/{}", p.base),
+                ours_ns,
+                base_ns,
+                paired,
+                paired_ns: (median(&ours_t), median(&base_t)),
+                target: p.target,
+            });
+        }
+        if !rows.is_empty() {
+            print_rows(&rows);
+            ROWS.lock().unwrap().extend(rows);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The groups.
+// ---------------------------------------------------------------------------------------
+
+/// Both pools, and our scheduler with a `'static` lifetime for the spawned closures
+/// (one leaked `Arc` clone per group).
+fn pools() -> (StaticThreadPool, &'static PoolScheduler, rayon::ThreadPool) {
+    let ours = StaticThreadPool::new(THREADS).expect("senders pool");
+    let sch: &'static PoolScheduler = Box::leak(Box::new(ours.scheduler()));
+    let theirs = rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("rayon pool");
+    (ours, sch, theirs)
+}
+
+fn tree_no_work(c: &mut Criterion) {
+    let (_pool, sch, rpool) = pools();
+    check("tree, ours", TREE_NODES, |c| ours_tree(sch, CounterKind::Sharded, 0, Some(c)));
+    check("tree, ours inline", TREE_NODES, |c| inline_tree(sch, Some(c)));
+    check("tree, rayon", TREE_NODES, |c| rayon_tree(&rpool, 0, Some(c)));
+
+    let mut g = Group::new(c, "tree_spawn/no_work");
+    g.bench("senders", || ours_tree(sch, CounterKind::Sharded, 0, None));
+    g.bench("rayon", || rayon_tree(&rpool, 0, None));
+    g.bench("senders_inline", || inline_tree(sch, None));
+    g.finish(&[
+        Pair { ours: "senders", base: "rayon", target: Some(5.0) },
+        Pair { ours: "senders", base: "senders_inline", target: None },
+    ]);
+}
+
+fn tree_work(c: &mut Criterion) {
+    let iters = calibrate(WORK_NS);
+    println!("work per node: {iters} spin iterations ≈ {:.0} ns (target {WORK_NS} ns)", time_spin(iters));
+    let (_pool, sch, rpool) = pools();
+    check("tree+work, ours", TREE_NODES, |c| ours_tree(sch, CounterKind::Sharded, iters, Some(c)));
+    check("tree+work, rayon", TREE_NODES, |c| rayon_tree(&rpool, iters, Some(c)));
+    check("tree+work, sequential", TREE_NODES, |c| seq_node(TREE_DEPTH, iters, Some(c)));
+
+    let mut g = Group::new(c, "tree_spawn/work_300ns");
+    g.bench("senders", || ours_tree(sch, CounterKind::Sharded, iters, None));
+    g.bench("rayon", || rayon_tree(&rpool, iters, None));
+    g.bench("sequential", || seq_node(black_box(TREE_DEPTH), iters, None));
+    g.finish(&[
+        Pair { ours: "senders", base: "sequential", target: Some(1.85) },
+        Pair { ours: "senders", base: "rayon", target: None },
+    ]);
+}
+
+fn flat_spawn(c: &mut Criterion) {
+    let (_pool, sch, rpool) = pools();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(THREADS).build().expect("tokio runtime");
+    check("flat, ours", FLAT_N, |c| ours_flat(sch, Some(c)));
+    check("flat, rayon", FLAT_N, |c| rayon_flat(&rpool, Some(c)));
+    check("flat, tokio", FLAT_N, |c| tokio_flat(&rt, Some(c)));
+
+    let mut g = Group::new(c, "flat_spawn");
+    g.throughput(FLAT_N);
+    g.bench("senders", || ours_flat(sch, None));
+    g.bench("rayon", || rayon_flat(&rpool, None));
+    g.bench("tokio", || tokio_flat(&rt, None));
+    g.finish(&[
+        Pair { ours: "senders", base: "rayon", target: Some(3.0) },
+        Pair { ours: "senders", base: "tokio", target: None },
+    ]);
+}
+
+fn bookkeeping(c: &mut Criterion) {
+    let (_pool, sch, _rpool) = pools();
+    check("bookkeeping, single atomic", TREE_NODES, |c| ours_tree(sch, CounterKind::SingleAtomic, 0, Some(c)));
+
+    let mut g = Group::new(c, "bookkeeping");
+    g.bench("sharded", || ours_tree(sch, CounterKind::Sharded, 0, None));
+    g.bench("single_atomic", || ours_tree(sch, CounterKind::SingleAtomic, 0, None));
+    g.finish(&[Pair { ours: "sharded", base: "single_atomic", target: Some(2.0) }]);
+}
+
+criterion::criterion_group!(benches, tree_no_work, tree_work, flat_spawn, bookkeeping);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    let rows = ROWS.lock().unwrap();
+    if !rows.is_empty() {
+        println!("\n==> summary (speedup = baseline time ÷ ours; the target applies to the interleaved median)");
+        print_rows(&rows);
+    }
+}
