@@ -39,6 +39,9 @@
 //! pool scheduler (and its domain, which turns `when_all` into fork-join) stays current
 //! all the way down.
 
+#[path = "common/paired.rs"]
+mod paired;
+
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::convert::Infallible;
@@ -162,8 +165,6 @@ fn rayon_sibling(key: &str) -> String {
 
 /// Rounds of the interleaved comparison.
 const PAIRED_ROUNDS: usize = 15;
-/// Minimum duration of one timed batch of the interleaved comparison.
-const PAIRED_BATCH_NS: f64 = 5e6;
 
 /// A benchmark routine kept for the interleaved comparison.
 type Routine<'f> = Box<dyn FnMut() + 'f>;
@@ -226,26 +227,15 @@ impl<'c, 'f> Group<'c, 'f> {
             if i == rayon {
                 continue;
             }
-            let batch = |t: f64| (PAIRED_BATCH_NS / t).ceil().max(1.0) as u32;
-            let (n_ours, n_rayon) = (batch(t), batch(rayon_t));
-            let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
-            for round in 0..PAIRED_ROUNDS {
-                let mut time = |j: usize, n: u32| {
-                    let start = Instant::now();
-                    for _ in 0..n {
-                        (routines[j].1)();
-                    }
-                    start.elapsed().as_nanos() as f64 / f64::from(n)
-                };
-                let (ours, theirs) = if round % 2 == 0 {
-                    let ours = time(i, n_ours);
-                    (ours, time(rayon, n_rayon))
-                } else {
-                    let theirs = time(rayon, n_rayon);
-                    (time(i, n_ours), theirs)
-                };
-                ratios.push(ours / theirs);
-            }
+            let (ours, theirs) = paired::two_mut(&mut routines, i, rayon);
+            let ratios = paired::paired_rounds(
+                PAIRED_ROUNDS,
+                (&mut *ours.1, paired::batch(t)),
+                (&mut *theirs.1, paired::batch(rayon_t)),
+            )
+            .into_iter()
+            .map(|(o, r)| o / r)
+            .collect();
             with_record(&key, samples, |r| r.paired = ratios);
         }
     }

@@ -24,6 +24,9 @@
 //! criterion samples, the speedup `baseline ÷ ours` from those medians and from the
 //! interleaved rounds (median and range), and whether the target is met.
 
+#[path = "common/paired.rs"]
+mod paired;
+
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::rc::Rc;
@@ -52,8 +55,6 @@ const WORK_NS: f64 = 300.0;
 const SAMPLES: usize = 10;
 /// Rounds of the interleaved comparison.
 const PAIRED_ROUNDS: usize = 9;
-/// Minimum duration of one timed batch of the interleaved comparison.
-const PAIRED_BATCH_NS: f64 = 5e6;
 
 // ---------------------------------------------------------------------------------------
 // The work: a calibrated spin loop.
@@ -395,28 +396,15 @@ impl<'c, 'f> Group<'c, 'f> {
         for p in pairs {
             let (Some(i), Some(j)) = (find(p.ours), find(p.base)) else { continue };
             let (Some(ours_ns), Some(base_ns)) = (medians[i], medians[j]) else { continue };
-            let batch = |t: f64| (PAIRED_BATCH_NS / t).ceil().max(1.0) as u32;
-            let (n_ours, n_base) = (batch(ours_ns), batch(base_ns));
-            let (mut paired, mut ours_t, mut base_t) = (Vec::new(), Vec::new(), Vec::new());
-            for round in 0..PAIRED_ROUNDS {
-                let mut time = |k: usize, n: u32| {
-                    let start = Instant::now();
-                    for _ in 0..n {
-                        (benches[k].1)();
-                    }
-                    start.elapsed().as_nanos() as f64 / f64::from(n)
-                };
-                let (ours, base) = if round % 2 == 0 {
-                    let ours = time(i, n_ours);
-                    (ours, time(j, n_base))
-                } else {
-                    let base = time(j, n_base);
-                    (time(i, n_ours), base)
-                };
-                paired.push(base / ours);
-                ours_t.push(ours);
-                base_t.push(base);
-            }
+            let (ours_b, base_b) = paired::two_mut(&mut benches, i, j);
+            let rounds = paired::paired_rounds(
+                PAIRED_ROUNDS,
+                (&mut *ours_b.1, paired::batch(ours_ns)),
+                (&mut *base_b.1, paired::batch(base_ns)),
+            );
+            let paired: Vec<f64> = rounds.iter().map(|(o, b)| b / o).collect();
+            let ours_t: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+            let base_t: Vec<f64> = rounds.iter().map(|r| r.1).collect();
             rows.push(Row {
                 ours: format!("{name}/{}", p.ours),
                 base: format!("{name}/{}", p.base),
