@@ -12,6 +12,9 @@
 //! cargo bench --bench scope -- --warm-up-time 1 --measurement-time 3
 //! ```
 //!
+//! For profilers, `SENDERS_SCOPE_PROFILE=tree:20 target/release/deps/scope-*` runs one
+//! workload 20 times without criterion (see [`profile`] for the workloads).
+//!
 //! Every workload is checked once, before its group is timed: a counting variant visits
 //! the tree (or runs the flat spawns) and the count must equal the node count, with
 //! every node of ours and of rayon's run on a pool worker. The timed variants count
@@ -499,7 +502,35 @@ fn bookkeeping(c: &mut Criterion) {
 
 criterion::criterion_group!(benches, tree_no_work, tree_work, flat_spawn, bookkeeping);
 
+/// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
+/// profilers. `what` is `tree`, `tree_single`, `tree_work`, `rayon_tree`, `flat`,
+/// `rayon_flat` or `seq_work`.
+fn profile(spec: &str) {
+    let mut parts = spec.split(':');
+    let what = parts.next().unwrap_or("tree");
+    let repeats: usize = parts.next().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let (_pool, sch, rpool) = pools();
+    let iters = if what.ends_with("work") { calibrate(WORK_NS) } else { 0 };
+    let start = Instant::now();
+    for _ in 0..repeats {
+        match what {
+            "tree" | "tree_work" => ours_tree(sch, CounterKind::Sharded, iters, None),
+            "tree_single" => ours_tree(sch, CounterKind::SingleAtomic, 0, None),
+            "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
+            "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
+            "flat" => ours_flat(sch, None),
+            "rayon_flat" => rayon_flat(&rpool, None),
+            other => panic!("unknown profile workload {other:?}"),
+        }
+    }
+    println!("{what} × {repeats}: {:?} per run", start.elapsed() / repeats.max(1) as u32);
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("SENDERS_SCOPE_PROFILE") {
+        profile(&spec);
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
     let rows = ROWS.lock().unwrap();

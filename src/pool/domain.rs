@@ -63,14 +63,16 @@ impl Domain for PoolDomain {
     type WhenAll<C: SenderTuple> = WhenAllImpl<C, ForkOnPool>;
 
     /// On a worker, the spawned operation goes straight onto that worker's deque (where
-    /// idle workers steal it); elsewhere it starts inline.
+    /// idle workers steal it); elsewhere it starts inline. When a worker takes it, the
+    /// operation's first `schedule()` on that worker's pool completes inline: the
+    /// spawn was already the hop onto the pool.
     fn apply_spawn(self, op: SpawnedOp) {
         WorkerThread::with_current(|worker| match worker {
             Some(worker) => {
                 let (ptr, start) = op.into_raw();
                 // SAFETY: the job starts the spawned operation exactly once; the
                 // operation owns its heap block until it completes.
-                worker.push_local(unsafe { JobRef::new(ptr, start) });
+                worker.push_local(unsafe { JobRef::new_spawned(ptr, start) });
             }
             None => op.start(),
         })

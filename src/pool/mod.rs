@@ -18,6 +18,7 @@
 //! stopped.
 
 mod domain;
+mod refs;
 mod registry;
 mod sleep;
 
@@ -32,11 +33,12 @@ use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::sync::{Arc, thread};
+use crate::sync::thread;
 pub use domain::{
     BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
     SharedKernel,
 };
+pub(crate) use refs::RegistryRef;
 pub(crate) use registry::{JobRef, Registry, WorkerThread};
 
 /// Why a pool could not be built.
@@ -130,7 +132,7 @@ impl PoolBuilder {
             return Err(BuildError::ZeroThreads);
         }
         let deques: Vec<Worker<JobRef>> = (0..n).map(|_| Worker::new_lifo()).collect();
-        let registry = Arc::new(Registry::new(deques.iter().map(Worker::stealer).collect()));
+        let registry = RegistryRef::new(Registry::new(deques.iter().map(Worker::stealer).collect()));
         let cores = if self.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
         let mut name = self.name.unwrap_or_else(|| Box::new(|i| format!("senders-worker-{i}")));
         let mut threads = Vec::with_capacity(n);
@@ -162,7 +164,7 @@ impl PoolBuilder {
 /// [`PoolDomain`] customizes the algorithms it runs. Dropping the pool runs the work
 /// already queued, completes later submissions stopped, and joins the workers.
 pub struct StaticThreadPool {
-    registry: Arc<Registry>,
+    registry: RegistryRef,
     threads: Vec<thread::JoinHandle<()>>,
 }
 
@@ -210,18 +212,21 @@ impl Drop for StaticThreadPool {
             worker.run_remaining();
         }
         self.registry.drain_after_exit();
+        // Every worker but possibly this thread is joined, and this one is done with
+        // its shard: from now on the registry's count lives in one word.
+        self.registry.refs.fold();
     }
 }
 
 /// The scheduler of a [`StaticThreadPool`]; its domain is [`PoolDomain`].
 #[derive(Clone)]
 pub struct PoolScheduler {
-    registry: Arc<Registry>,
+    registry: RegistryRef,
 }
 
 impl PartialEq for PoolScheduler {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.registry, &other.registry)
+        RegistryRef::ptr_eq(&self.registry, &other.registry)
     }
 }
 
@@ -267,7 +272,7 @@ impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for PoolSender {
 /// The operation state of `schedule()` on the pool. It is the job itself: scheduling
 /// allocates nothing.
 pub struct PoolOp<R> {
-    registry: Arc<Registry>,
+    registry: RegistryRef,
     rcvr: Option<R>,
     _pin: PhantomPinned,
 }
@@ -302,7 +307,14 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
         // On a worker of this pool, the worker's own handle keeps the registry alive, so
         // the common case touches no shared reference count.
         if let Some(worker) = WorkerThread::current_of(&this.registry) {
-            worker.push_local(job);
+            if worker.take_fresh() {
+                // The first `schedule()` of a spawned operation this worker just took from
+                // a queue: it is already on the pool, and was queued once; complete now.
+                // SAFETY: the job was never queued, so this is its one run.
+                unsafe { Self::run(data.cast()) };
+            } else {
+                worker.push_local(job);
+            }
             return;
         }
         let registry = this.registry.clone();

@@ -5,9 +5,10 @@ use std::ptr;
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
+use super::refs::{Refs, RegistryRef};
 use super::sleep::Sleep;
 use crate::schedulers::run_loop::AbortOnUnwind;
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering, thread};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, thread};
 
 /// A type-erased pointer to a job that lives elsewhere (usually inside a pinned
 /// operation state), with the function that runs it.
@@ -33,15 +34,44 @@ impl JobRef {
         JobRef { data, run }
     }
 
-    /// Runs the job. A job must not unwind (the crate's operations catch user panics);
-    /// if one does, the process aborts rather than lose a completion silently.
-    fn execute(self) {
+    /// A job that starts a spawned operation, marked so that the worker running it lets
+    /// the operation's first `schedule()` on this pool complete inline (see
+    /// [`WorkerThread::take_fresh`]): the spawn already went through a deque, so a second
+    /// trip would only cost time. The mark is the low bit of `data`, used only when the
+    /// pointer is even (the heap blocks of spawned operations are; an odd one is queued
+    /// unmarked, which is merely slower).
+    ///
+    /// # Safety
+    ///
+    /// As for [`new`](Self::new).
+    pub(crate) unsafe fn new_spawned(data: *const (), run: unsafe fn(*const ())) -> Self {
+        let data = if data.addr() & FRESH == 0 { data.map_addr(|a| a | FRESH) } else { data };
+        JobRef { data, run }
+    }
+
+    /// Runs the job; on `worker` (the running thread's worker state, if it is a worker
+    /// of this pool) a spawned job's start is marked fresh while it runs. A job must not
+    /// unwind (the crate's operations catch user panics); if one does, the process aborts
+    /// rather than lose a completion silently.
+    fn execute(self, worker: Option<&WorkerThread>) {
         let guard = AbortOnUnwind("a pool job unwound");
-        // SAFETY: the `new` contract; each `JobRef` is executed once.
-        unsafe { (self.run)(self.data) };
+        let fresh = self.data.addr() & FRESH != 0;
+        let data = self.data.map_addr(|a| a & !FRESH);
+        if let (true, Some(w)) = (fresh, worker) {
+            w.fresh.set(true);
+        }
+        // SAFETY: the `new` contract; each `JobRef` is executed once, with the pointer it
+        // was made from (the mark removed).
+        unsafe { (self.run)(data) };
+        if let Some(w) = worker {
+            w.fresh.set(false);
+        }
         std::mem::forget(guard);
     }
 }
+
+/// The mark of [`JobRef::new_spawned`] in a job's data pointer.
+const FRESH: usize = 1;
 
 /// State shared by a pool's workers and schedulers.
 pub(crate) struct Registry {
@@ -54,6 +84,8 @@ pub(crate) struct Registry {
     /// Submissions from outside the pool currently between their `terminating` check
     /// and their push; shutdown waits for them before draining.
     submitting: AtomicUsize,
+    /// How many handles ([`RegistryRef`]) keep this registry alive.
+    pub(crate) refs: Refs,
 }
 
 impl Registry {
@@ -66,6 +98,7 @@ impl Registry {
             terminating: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             submitting: AtomicUsize::new(0),
+            refs: Refs::new(n),
         }
     }
 
@@ -119,7 +152,7 @@ impl Registry {
         }
         loop {
             match self.injector.steal() {
-                Steal::Success(job) => job.execute(),
+                Steal::Success(job) => job.execute(None),
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
@@ -134,9 +167,11 @@ thread_local! {
 /// A worker thread's own state; lives on its stack for the thread's whole life.
 pub(crate) struct WorkerThread {
     index: usize,
-    registry: Arc<Registry>,
+    registry: RegistryRef,
     deque: Worker<JobRef>,
     rng: Cell<u64>,
+    /// Set while this worker starts a spawned operation it took from a queue.
+    fresh: Cell<bool>,
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
@@ -150,7 +185,7 @@ impl WorkerThread {
         // its stack-owned `WorkerThread`, and the returned borrow cannot leave this thread
         // or outlive the caller's borrow of the registry that this worker keeps alive.
         let worker = unsafe { ptr.as_ref() }?;
-        ptr::eq(Arc::as_ptr(&worker.registry), registry).then_some(worker)
+        ptr::eq(RegistryRef::as_ptr(&worker.registry), registry).then_some(worker)
     }
 
     /// Runs `f` with the calling thread's worker state, for any pool.
@@ -164,7 +199,14 @@ impl WorkerThread {
         self.index
     }
 
-    pub(crate) fn registry(&self) -> &Arc<Registry> {
+    /// Whether a `schedule()` on this pool, started now, may complete inline: true once
+    /// while this worker starts a spawned operation taken from a queue (the spawn itself
+    /// was the hop onto the pool). Clears the mark.
+    pub(crate) fn take_fresh(&self) -> bool {
+        self.fresh.replace(false)
+    }
+
+    pub(crate) fn registry(&self) -> &RegistryRef {
         &self.registry
     }
 
@@ -189,7 +231,7 @@ impl WorkerThread {
     /// worker, which cannot join itself: queued work must still run, not be cancelled.
     pub(crate) fn run_remaining(&self) {
         while let Some(job) = self.find_work() {
-            job.execute();
+            job.execute(Some(self));
         }
     }
 
@@ -226,15 +268,21 @@ impl WorkerThread {
     }
 
     /// Runs jobs until the pool terminates and no work is left anywhere.
-    pub(crate) fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
+    pub(crate) fn main_loop(registry: RegistryRef, index: usize, deque: Worker<JobRef>) {
         let worker =
-            WorkerThread { index, registry, deque, rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)) };
+            WorkerThread {
+            index,
+            registry,
+            deque,
+            rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
+            fresh: Cell::new(false),
+        };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
         let _slot = crate::scope::slot::claim();
         loop {
             if let Some(job) = worker.find_work() {
-                job.execute();
+                job.execute(Some(&worker));
                 continue;
             }
             let mut found = None;
@@ -253,7 +301,7 @@ impl WorkerThread {
                 }
             }
             if let Some(job) = found {
-                job.execute();
+                job.execute(Some(&worker));
                 continue;
             }
             if worker.registry.terminating.load(Ordering::SeqCst) {
@@ -276,7 +324,7 @@ mod tests {
     //! what they observed over a channel and the test thread asserts.
 
     use std::sync::atomic::AtomicBool;
-    use std::sync::mpsc;
+    use std::sync::{Arc, mpsc};
     use std::time::Duration;
 
     use super::*;
@@ -306,7 +354,7 @@ mod tests {
     }
 
     /// The registry of `pool` (the field is private to `crate::pool`).
-    fn registry_of(pool: &StaticThreadPool) -> Arc<Registry> {
+    fn registry_of(pool: &StaticThreadPool) -> RegistryRef {
         pool.registry.clone()
     }
 

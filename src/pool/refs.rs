@@ -1,0 +1,230 @@
+//! The registry's reference count, sharded per worker.
+//!
+//! Every `schedule()` sender and every operation queued on the pool owns a reference to
+//! the pool's [`Registry`], so that a sender which outlives its pool still has a registry
+//! to ask (and is refused there) instead of a dangling pointer. With one shared count
+//! (`Arc`), a recursive tree that schedules one node per job makes every worker write
+//! the same cache line twice per node; profiling the scope benchmark showed that line
+//! taking about two thirds of the time.
+//!
+//! So a registry counts its references in several places:
+//!
+//! - one cache-padded **shard per worker**, written only by that worker (a relaxed load
+//!   and store, no read-modify-write), for references taken or dropped *on* a worker of
+//!   this pool;
+//! - one **outside** word for every other thread, with read-modify-writes.
+//!
+//! A reference taken on one worker may be dropped on another or outside the pool, so a
+//! shard alone means nothing (it may be negative); only the sum of all of them is the
+//! number of live references. The sum is only ever taken once the shards are
+//! quiescent:
+//!
+//! 1. While the pool runs, the outside word also holds a [`BIAS`] far larger than any
+//!    real count, so it never reaches zero, whatever the shards hold.
+//! 2. Dropping the pool joins every other worker (their last shard writes
+//!    happen-before the join returns), sets `folded` (so the thread dropping the pool,
+//!    should it be a worker, stops using its shard), then *folds*: adds the sum of the
+//!    shards minus the bias to the outside word in one read-modify-write. From then on
+//!    the outside word is the exact count.
+//! 3. Whoever brings the outside word to zero after the fold frees the registry (a
+//!    release decrement, and an acquire fence before the free, as `Arc` does).
+//!
+//! No shard is ever written after the fold: the workers are joined, and the one thread
+//! that could still be a worker (the one dropping the pool from a job) sees its own
+//! `folded` store. The loom model at the bottom checks the fold against references
+//! moving between workers and outside threads.
+
+use std::ptr::NonNull;
+
+use crossbeam_utils::CachePadded;
+
+use super::registry::{Registry, WorkerThread};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence};
+
+/// Added to the outside word until the fold, so that it cannot reach zero before.
+const BIAS: usize = 1 << (usize::BITS - 2);
+
+/// The counts of one registry.
+pub(crate) struct Refs {
+    outside: CachePadded<AtomicUsize>,
+    shards: Box<[CachePadded<AtomicUsize>]>,
+    folded: AtomicBool,
+}
+
+impl Refs {
+    /// Counts for `workers` shards and one reference, held outside the pool.
+    pub(crate) fn new(workers: usize) -> Self {
+        Refs {
+            outside: CachePadded::new(AtomicUsize::new(BIAS + 1)),
+            shards: (0..workers).map(|_| CachePadded::new(AtomicUsize::new(0))).collect(),
+            folded: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the calling thread, worker `worker` of this registry if `Some`, may use its
+    /// shard.
+    fn shard(&self, worker: Option<usize>) -> Option<&AtomicUsize> {
+        let i = worker?;
+        // Relaxed: only the thread that folds (which stores `folded` itself) can still be
+        // a worker when `folded` becomes true.
+        (!self.folded.load(Ordering::Relaxed)).then(|| &*self.shards[i])
+    }
+
+    /// Takes one reference, from worker `worker` of this registry or (`None`) from any
+    /// other thread.
+    pub(crate) fn acquire(&self, worker: Option<usize>) {
+        match self.shard(worker) {
+            // Only this worker writes its shard: no read-modify-write needed.
+            Some(s) => s.store(s.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed),
+            // Relaxed as for `Arc`: the new reference is made from an existing one.
+            None => {
+                self.outside.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops one reference; returns `true` if it was the last one, and the caller must
+    /// free the registry (the acquire fence that makes that safe is already done).
+    pub(crate) fn release(&self, worker: Option<usize>) -> bool {
+        match self.shard(worker) {
+            Some(s) => {
+                s.store(s.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Relaxed);
+                false
+            }
+            None => {
+                if self.outside.fetch_sub(1, Ordering::Release) != 1 {
+                    return false;
+                }
+                fence(Ordering::Acquire);
+                true
+            }
+        }
+    }
+
+    /// Stops the shards and moves their sum into the outside word, removing the bias.
+    ///
+    /// Called once, by the thread dropping the pool, after every other worker of it
+    /// has been joined. The caller still holds its own reference, which it releases
+    /// afterwards (so the fold itself never frees).
+    pub(crate) fn fold(&self) {
+        self.folded.store(true, Ordering::Relaxed);
+        let sum = self.shards.iter().fold(0usize, |acc, s| acc.wrapping_add(s.load(Ordering::Relaxed)));
+        self.outside.fetch_add(sum.wrapping_sub(BIAS), Ordering::AcqRel);
+    }
+}
+
+/// An owning handle to a [`Registry`], like `Arc<Registry>` but counted in [`Refs`].
+pub(crate) struct RegistryRef {
+    ptr: NonNull<Registry>,
+}
+
+// SAFETY: a handle only gives shared access to the registry, which is `Send + Sync`, and
+// its count is safe to update from any thread (the shard path is taken only by the
+// shard's own worker).
+unsafe impl Send for RegistryRef {}
+// SAFETY: as above.
+unsafe impl Sync for RegistryRef {}
+
+impl RegistryRef {
+    /// Moves `registry` to the heap with one reference: this handle.
+    pub(crate) fn new(registry: Registry) -> Self {
+        RegistryRef { ptr: NonNull::from(Box::leak(Box::new(registry))) }
+    }
+
+    /// Whether both handles refer to the same registry.
+    pub(crate) fn ptr_eq(a: &Self, b: &Self) -> bool {
+        a.ptr == b.ptr
+    }
+
+    /// The registry's address.
+    pub(crate) fn as_ptr(this: &Self) -> *const Registry {
+        this.ptr.as_ptr()
+    }
+
+    /// The calling thread's worker index in this registry, if it is one of its workers.
+    fn worker(&self) -> Option<usize> {
+        WorkerThread::current_of(self).map(WorkerThread::index)
+    }
+}
+
+impl std::ops::Deref for RegistryRef {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        // SAFETY: this handle is one of the references that keep the registry alive.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Clone for RegistryRef {
+    fn clone(&self) -> Self {
+        self.refs.acquire(self.worker());
+        RegistryRef { ptr: self.ptr }
+    }
+}
+
+impl Drop for RegistryRef {
+    fn drop(&mut self) {
+        if self.refs.release(self.worker()) {
+            // SAFETY: that was the last reference (after the fold, so no shard will be
+            // written again); the registry was allocated by `new` with `Box`.
+            drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The fold against references that move between workers and outside threads: the
+    //! count reaches zero exactly once, only after every reference is gone.
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Worker 0 takes a reference and hands it to an outside thread, which drops it
+    /// while the pool (this thread) joins worker 0, folds and drops its own reference;
+    /// an outside thread's own clone is dropped on worker 1. Exactly one release
+    /// reports the last reference, and only once all three are gone.
+    #[test]
+    fn references_crossing_threads_reach_zero_once_after_the_fold() {
+        loom::model(|| {
+            let refs = Arc::new(Refs::new(2));
+            let freed = Arc::new(AtomicUsize::new(0));
+            // Worker 0 clones; the reference travels to the outside thread.
+            let (tx, rx) = loom::sync::mpsc::channel::<()>();
+            let (r0, f0) = (refs.clone(), freed.clone());
+            let worker0 = loom::thread::spawn(move || {
+                r0.acquire(Some(0));
+                tx.send(()).unwrap();
+                // Worker 0 also takes and drops one of its own.
+                r0.acquire(Some(0));
+                if r0.release(Some(0)) {
+                    f0.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let (r1, f1) = (refs.clone(), freed.clone());
+            let outside = loom::thread::spawn(move || {
+                rx.recv().unwrap();
+                if r1.release(None) {
+                    f1.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            // An outside clone dropped on worker 1.
+            refs.acquire(None);
+            let (r2, f2) = (refs.clone(), freed.clone());
+            let worker1 = loom::thread::spawn(move || {
+                if r2.release(Some(1)) {
+                    f2.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            // The pool's drop: join the workers, fold, release its own reference.
+            worker0.join().unwrap();
+            worker1.join().unwrap();
+            refs.fold();
+            if refs.release(None) {
+                freed.fetch_add(1, Ordering::Relaxed);
+            }
+            outside.join().unwrap();
+            assert_eq!(freed.load(Ordering::Relaxed), 1, "freed exactly once");
+            assert_eq!(refs.outside.load(Ordering::Relaxed), 0);
+        });
+    }
+}
