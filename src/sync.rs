@@ -18,6 +18,72 @@ pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::thread;
 
+/// The fast side of an asymmetric fence pair: paired with [`heavy_fence`] on another
+/// thread, the two order memory like two `SeqCst` fences. On Linux with
+/// `membarrier(2)`'s private expedited command this is only a compiler fence, because
+/// the heavy side makes every running thread of the process execute a full barrier
+/// (the use `membarrier(2)` documents); elsewhere, and under loom, both sides are real
+/// `SeqCst` fences, which is what the pair stands for.
+#[inline]
+pub(crate) fn light_fence() {
+    #[cfg(all(not(loom), target_os = "linux"))]
+    if asymmetric::expedited() {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        return;
+    }
+    fence(Ordering::SeqCst);
+}
+
+/// The slow side of the pair (see [`light_fence`]): a process-wide barrier, a system call.
+#[inline]
+pub(crate) fn heavy_fence() {
+    #[cfg(all(not(loom), target_os = "linux"))]
+    if asymmetric::expedited() {
+        asymmetric::barrier();
+        return;
+    }
+    fence(Ordering::SeqCst);
+}
+
+/// Linux `membarrier(2)`. The choice between it and real fences is made once per
+/// process and never changes, so both sides of every pair make the same choice.
+#[cfg(all(not(loom), target_os = "linux"))]
+mod asymmetric {
+    use std::sync::OnceLock;
+
+    const QUERY: libc::c_int = 0;
+    const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    fn membarrier(cmd: libc::c_int) -> libc::c_long {
+        // SAFETY: `membarrier(cmd, flags = 0, cpu_id = 0)` takes no pointers; an
+        // unsupported command only returns an error.
+        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint, 0 as libc::c_int) }
+    }
+
+    /// Whether this process registered for private expedited barriers (first call
+    /// registers).
+    #[inline]
+    pub(super) fn expedited() -> bool {
+        static EXPEDITED: OnceLock<bool> = OnceLock::new();
+        *EXPEDITED.get_or_init(|| {
+            let supported = membarrier(QUERY);
+            let needed = libc::c_long::from(PRIVATE_EXPEDITED | REGISTER_PRIVATE_EXPEDITED);
+            supported >= 0 && supported & needed == needed && membarrier(REGISTER_PRIVATE_EXPEDITED) == 0
+        })
+    }
+
+    /// A full barrier on every running thread of the process.
+    pub(super) fn barrier() {
+        if membarrier(PRIVATE_EXPEDITED) != 0 {
+            // Registered, so this cannot fail; if it did, pushers that skipped their
+            // fence could lose a wake-up, so stop rather than hang silently.
+            eprintln!("senders: membarrier(PRIVATE_EXPEDITED) failed after registration");
+            std::process::abort();
+        }
+    }
+}
+
 /// Back off inside a spin loop. Under loom this yields to the model's scheduler, which
 /// is what lets loom explore spin-waits without diverging.
 #[inline]

@@ -1,7 +1,7 @@
 //! Sleep and wake-up of idle workers. The protocol and its argument are in
 //! `src/pool/README.md`.
 
-use crate::sync::{AtomicUsize, Ordering, fence};
+use crate::sync::{AtomicUsize, Ordering, fence, heavy_fence, light_fence};
 
 #[cfg(not(loom))]
 type Flag = parking_lot::Mutex<bool>;
@@ -50,7 +50,8 @@ impl Sleep {
         // Announce, then fence. With the pusher's fence between its push and its load of
         // this word, either the pusher sees the bit, or `has_work` below sees the push.
         word.fetch_or(bit, Ordering::AcqRel);
-        fence(Ordering::SeqCst);
+        // The slow side of the asymmetric pair: going to sleep is rare, pushing is not.
+        heavy_fence();
         if has_work() {
             // Take the bit back, unless a waker already claimed us: then its signal is
             // on the way and must be consumed.
@@ -68,9 +69,10 @@ impl Sleep {
 
     /// Wakes one sleeping worker, if any sleeps. Called after work was pushed.
     pub(crate) fn wake_one(&self) {
-        // The push path: one fence and plain loads of words that stay shared in every
-        // core's cache while nobody sleeps. See `sleep` and README.md for the argument.
-        fence(Ordering::SeqCst);
+        // The push path: the light side of the fence pair (a compiler fence on Linux) and
+        // plain loads of words that stay shared in every core's cache while nobody
+        // sleeps. See `sleep` and README.md for the argument.
+        light_fence();
         if self.sleeping.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
             return;
         }
