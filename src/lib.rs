@@ -11,6 +11,7 @@
 //! See `docs/DESIGN.md` for how each facility of the papers maps to Rust.
 
 mod adaptors;
+mod block;
 mod consumers;
 mod domain;
 mod env;

@@ -11,6 +11,7 @@
 use std::convert::Infallible;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
+use std::ptr::NonNull;
 
 use crate::domain::{Domain, EarlyDomain, NoDomain};
 use crate::env::Env;
@@ -133,14 +134,16 @@ impl<A: Association> Receiver<(), Infallible> for SpawnReceiver<A> {
 /// `block` is a `Box<SpawnBox<Op, A>>` whose operation was written and has completed
 /// (or was never started); called once.
 unsafe fn free_block<Op, A>(block: *mut ()) -> A {
-    // SAFETY: the caller's contract.
-    let mut boxed = unsafe { Box::from_raw(block.cast::<SpawnBox<Op, A>>()) };
-    // SAFETY: the operation was initialized by `spawn`; it is dropped exactly once.
-    unsafe { boxed.op.assume_init_drop() };
-    // SAFETY: the association is taken out once; the box is freed without dropping it.
-    let assoc = unsafe { ManuallyDrop::take(&mut boxed.assoc) };
-    drop(boxed);
-    assoc
+    let block = block.cast::<SpawnBox<Op, A>>();
+    // SAFETY: the caller's contract. The operation was initialized by `spawn` and is
+    // dropped exactly once; the association is moved out once; the block itself has no
+    // drop glue left and is freed once.
+    unsafe {
+        (*block).op.assume_init_drop();
+        let assoc = ManuallyDrop::take(&mut (*block).assoc);
+        crate::block::free(NonNull::new_unchecked(block));
+        assoc
+    }
 }
 
 /// # Safety
@@ -199,10 +202,11 @@ where
     };
     let sndr = token.wrap(sndr);
     type Op<W, A> = <W as SenderTo<SpawnReceiver<A>>>::Operation;
-    let block = Box::into_raw(Box::new(SpawnBox::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association> {
+    let block = crate::block::new(SpawnBox::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association> {
         op: MaybeUninit::uninit(),
         assoc: ManuallyDrop::new(assoc),
-    }));
+    })
+    .as_ptr();
     // SAFETY: `block` is a fresh allocation; the association stays at this address until
     // `free_block` moves it out.
     let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();

@@ -5,14 +5,14 @@
 //! loom's model-checked versions and the loom tests exercise the real code.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(loom)]
 pub(crate) use loom::thread;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]

@@ -18,6 +18,7 @@
 use std::marker::PhantomPinned;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
+use std::ptr::{self, NonNull};
 
 use crate::domain::{Domain, EarlyDomain, NoDomain};
 use crate::env::Env;
@@ -166,8 +167,13 @@ struct Block<V, E, A, Op> {
 /// `header` is the header of a live `Block<V, E, A, Op>` from `spawn_future` whose
 /// operation, stop callback and association are already gone; called once.
 unsafe fn free_block<V, E, A, Op>(header: *const Header<V, E>) {
-    // SAFETY: the caller's contract; the remaining fields drop normally.
-    drop(unsafe { Box::from_raw(header.cast_mut().cast::<Block<V, E, A, Op>>()) });
+    let block = header.cast_mut().cast::<Block<V, E, A, Op>>();
+    // SAFETY: the caller's contract; the remaining fields drop normally, then the block
+    // (from `block::new`) is freed once.
+    unsafe {
+        ptr::drop_in_place(block);
+        crate::block::free(NonNull::new_unchecked(block));
+    }
 }
 
 /// # Safety
@@ -502,7 +508,7 @@ where
         return SpawnFuture { header: None };
     };
     let sndr = token.wrap(sndr);
-    let block: *mut Block<V<S>, E<S>, A<Tk>, Op<S, Tk>> = Box::into_raw(Box::new(Block {
+    let block: *mut Block<V<S>, E<S>, A<Tk>, Op<S, Tk>> = crate::block::new(Block {
         head: Head {
             header: Header {
                 cell: FutureCell::new(),
@@ -514,7 +520,8 @@ where
         },
         op: MaybeUninit::uninit(),
         _pin: PhantomPinned,
-    }));
+    })
+    .as_ptr();
     let head = block.cast::<Head<V<S>, E<S>, A<Tk>>>();
     // SAFETY: the block is a fresh, never-moving allocation. The scope's token borrows
     // the association, which stays in the block until the work side drops the callback
