@@ -25,9 +25,9 @@
 //!
 //! Under loom, blocks come straight from the global allocator (the thread-local cache is
 //! not modelled); the remote stack, the only shared structure, has its own loom model.
+#![cfg_attr(loom, allow(dead_code))]
 
 use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
-use std::cell::Cell;
 use std::ptr::{self, NonNull};
 
 use crate::sync::{AtomicPtr, Ordering};
@@ -60,7 +60,7 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    const fn new() -> Self {
+    fn new() -> Self {
         Remote { head: AtomicPtr::new(ptr::null_mut()) }
     }
 
@@ -194,6 +194,7 @@ fn block_of(free: *mut Free) -> *mut u8 {
 #[cfg(not(loom))]
 mod cache {
     use super::*;
+    use std::cell::Cell;
     use std::sync::Mutex;
 
     /// `Remote`s of exited threads, for new threads to adopt.
@@ -436,7 +437,8 @@ mod loom_tests {
     fn concurrent_pushes_and_take_all_lose_nothing() {
         loom::model(|| {
             let remote = Arc::new(Remote::new());
-            let blocks: Vec<usize> = (0..2).map(|_| Box::into_raw(Box::new(Free { next: ptr::null_mut() })).addr()).collect();
+            let blocks: Vec<usize> =
+                (0..2).map(|_| Box::into_raw(Box::new(Free { next: ptr::null_mut() })).addr()).collect();
             let pushers: Vec<_> = blocks
                 .iter()
                 .map(|&b| {

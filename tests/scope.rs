@@ -234,6 +234,60 @@ fn spawn_from_a_worker_runs_on_the_pool_and_the_join_waits_for_all() {
     assert_eq!(on_pool.load(Ordering::SeqCst), N, "every spawned job ran on a worker before the join");
 }
 
+/// A spawned `schedule().then(..)` from a worker: the pool queues the spawned operation
+/// once and its `schedule()` then completes inline on the worker that took it. Every
+/// node still runs on a worker, and a stop requested on the scope before the spawn makes
+/// the taken operation complete stopped instead of running its continuation.
+#[test]
+fn a_spawned_schedule_from_a_worker_runs_on_the_pool_and_sees_the_scopes_stop() {
+    let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("sf{i}")).build().unwrap();
+    let sch = leak(pool.scheduler());
+    let scope = CountingScope::new();
+    let tok = scope.token();
+    let ran = leak(AtomicUsize::new(0));
+    let off_pool = leak(AtomicUsize::new(0));
+    fn node(
+        sch: &'static PoolScheduler,
+        tok: CountingToken,
+        depth: u32,
+        ran: &'static AtomicUsize,
+        off: &'static AtomicUsize,
+    ) {
+        ran.fetch_add(1, Ordering::SeqCst);
+        if !std::thread::current().name().is_some_and(|n| n.starts_with("sf")) {
+            off.fetch_add(1, Ordering::SeqCst);
+        }
+        if depth > 1 {
+            for _ in 0..2 {
+                spawn(sch.schedule().then(move |()| node(sch, tok, depth - 1, ran, off)), tok);
+            }
+        }
+    }
+    spawn(sch.schedule().then(move |()| node(sch, tok, 12, ran, off_pool)), tok);
+    sync_wait(scope.join()).unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), (1 << 12) - 1, "every node ran exactly once");
+    assert_eq!(off_pool.load(Ordering::SeqCst), 0, "every node ran on a worker");
+
+    // A job on a worker requests stop on its scope, then spawns: the spawn is accepted
+    // (the scope is open), but the spawned schedule() completes stopped when taken, so
+    // its continuation never runs.
+    let scope = leak(CountingScope::new());
+    let tok = scope.token();
+    let inner_ran = leak(AtomicBool::new(false));
+    let accepted = leak(AtomicBool::new(false));
+    spawn(
+        sch.schedule().then(move |()| {
+            scope.request_stop();
+            let inner = sch.schedule().then(move |()| inner_ran.store(true, Ordering::SeqCst));
+            accepted.store(spawn(inner, tok), Ordering::SeqCst);
+        }),
+        tok,
+    );
+    sync_wait(scope.join()).unwrap();
+    assert!(accepted.load(Ordering::SeqCst), "the scope was open: the spawn is accepted");
+    assert!(!inner_ran.load(Ordering::SeqCst), "a stopped scope's work must not run");
+}
+
 #[test]
 fn the_default_domain_runs_spawned_work_inline() {
     let scope = SimpleCountingScope::new();

@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crossbeam_utils::CachePadded;
 
 use super::refs::{Refs, RegistryRef};
 use super::sleep::Sleep;
@@ -83,7 +84,7 @@ pub(crate) struct Registry {
     exited: AtomicBool,
     /// Submissions from outside the pool currently between their `terminating` check
     /// and their push; shutdown waits for them before draining.
-    submitting: AtomicUsize,
+    submitting: CachePadded<AtomicUsize>,
     /// How many handles ([`RegistryRef`]) keep this registry alive.
     pub(crate) refs: Refs,
 }
@@ -97,7 +98,7 @@ impl Registry {
             sleep: Sleep::new(n),
             terminating: AtomicBool::new(false),
             exited: AtomicBool::new(false),
-            submitting: AtomicUsize::new(0),
+            submitting: CachePadded::new(AtomicUsize::new(0)),
             refs: Refs::new(n),
         }
     }
@@ -269,8 +270,7 @@ impl WorkerThread {
 
     /// Runs jobs until the pool terminates and no work is left anywhere.
     pub(crate) fn main_loop(registry: RegistryRef, index: usize, deque: Worker<JobRef>) {
-        let worker =
-            WorkerThread {
+        let worker = WorkerThread {
             index,
             registry,
             deque,
@@ -424,6 +424,56 @@ mod tests {
         assert_eq!(before, (0, 0, 0));
         assert_eq!(after, (1, 1, 0));
         ran_rx.recv_timeout(TIMEOUT).expect("the locally pushed job did not run");
+    }
+
+    /// A spawned `schedule()` from a worker is queued once: when the worker takes the
+    /// spawned operation, its `schedule()` completes inline (nothing is pushed again) and
+    /// uses up the mark, and a spawn from inside it is queued as usual.
+    #[test]
+    fn a_spawned_schedule_is_queued_once_and_the_mark_does_not_outlive_it() {
+        use crate::{Scheduler, SenderExt, SimpleCountingScope, spawn, sync_wait};
+        let pool = StaticThreadPool::new(1).unwrap();
+        let registry = registry_of(&pool);
+        let sch = pool.scheduler();
+        let scope = SimpleCountingScope::new();
+        let tok = scope.token();
+        let (tx, rx) = mpsc::channel::<(&'static str, usize)>();
+        let deque_len = move |r: &RegistryRef| WorkerThread::current_of(r).map_or(usize::MAX, |w| w.deque.len());
+        let (r, s2) = (registry.clone(), sch.clone());
+        spawn(
+            sch.schedule().then(move |()| {
+                let (r2, tx2, s3) = (r.clone(), tx.clone(), s2.clone());
+                spawn(
+                    s2.schedule().then(move |()| {
+                        // Taken from the deque and completed inline: nothing queued.
+                        let _ = tx2.send(("spawned", deque_len(&r2)));
+                        // The mark was used up by that schedule().
+                        let mark = WorkerThread::current_of(&r2).is_none_or(|w| w.fresh.get());
+                        let _ = tx2.send(("mark", usize::from(mark)));
+                        // The spawn below is queued (it is not the one being started).
+                        let r3 = r2.clone();
+                        let tx3 = tx2.clone();
+                        spawn(
+                            s3.schedule().then(move |()| {
+                                let _ = tx3.send(("nested", deque_len(&r3)));
+                            }),
+                            tok,
+                        );
+                        let _ = tx2.send(("after nested spawn", deque_len(&r2)));
+                    }),
+                    tok,
+                );
+                let _ = tx.send(("after spawn", deque_len(&r)));
+            }),
+            tok,
+        );
+        sync_wait(scope.join()).unwrap();
+        let seen: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            seen,
+            [("after spawn", 1), ("spawned", 0), ("mark", 0), ("after nested spawn", 1), ("nested", 0)],
+            "one deque entry per spawn, none for the schedule() it starts with"
+        );
     }
 
     #[test]
