@@ -303,8 +303,8 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
         // SAFETY: the operation is pinned and, by `start`'s contract, alive until it
         // completes, which only the job does; `run` matches `data`'s type.
         let job = unsafe { JobRef::new(data.cast(), Self::run) };
-        // Once queued, the job may run and free this operation (and its `Arc`) at once.
-        // On a worker of this pool, the worker's own handle keeps the registry alive, so
+        // Once queued, the job may run and free this operation (and its registry
+        // reference) at once. On a worker of this pool, the worker's own handle keeps the registry alive, so
         // the common case touches no shared reference count.
         if let Some(worker) = WorkerThread::current_of(&this.registry) {
             if worker.take_fresh() {
