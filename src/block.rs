@@ -101,31 +101,27 @@ fn block_layout(class: usize) -> Layout {
     Layout::from_size_align((class + 1) * GRAIN, HEADER).expect("block layout")
 }
 
-/// Allocates room for a `T`, recycled where possible; the memory is uninitialized.
-pub(crate) fn alloc_for<T>() -> NonNull<T> {
-    let layout = Layout::new::<T>();
-    let raw = match class_of(layout) {
-        Some(class) if layout.size() > 0 => cache::alloc(class),
-        _ => return global_alloc(layout),
-    };
-    // SAFETY: `raw` is a fresh block of `class`; the value lives right after the header.
-    unsafe { NonNull::new_unchecked(raw.add(HEADER).cast()) }
-}
-
-/// Moves `value` into a recycled block.
+/// Moves `value` into a block: a recycled one for small layouts, the global allocator's
+/// otherwise.
 pub(crate) fn new<T>(value: T) -> NonNull<T> {
-    let ptr = alloc_for::<T>();
-    // SAFETY: fresh, suitably aligned memory for a `T`.
+    let layout = Layout::new::<T>();
+    let ptr = match class_of(layout) {
+        // SAFETY: a fresh block of `class`; the value lives right after the header.
+        Some(class) if layout.size() > 0 => unsafe {
+            NonNull::new_unchecked(cache::alloc(class).add(HEADER).cast::<T>())
+        },
+        _ => global_alloc(layout),
+    };
+    // SAFETY: fresh memory, aligned for a `T` (the header keeps 16-byte alignment).
     unsafe { ptr.as_ptr().write(value) };
     ptr
 }
 
-/// Frees the memory of a block from [`alloc_for`] or [`new`], without dropping its
-/// contents.
+/// Frees the memory of a block from [`new`], without dropping its contents.
 ///
 /// # Safety
 ///
-/// `ptr` came from `alloc_for::<T>` or `new::<T>`, with the same `T`, and is freed once;
+/// `ptr` came from `new::<T>`, with the same `T`, and is freed once;
 /// its contents are dropped or moved out already.
 pub(crate) unsafe fn free<T>(ptr: NonNull<T>) {
     let layout = Layout::new::<T>();

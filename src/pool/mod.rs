@@ -317,8 +317,13 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
             }
             return;
         }
-        let registry = this.registry.clone();
-        if !registry.push(job) {
+        // No clone of the registry reference for the push: `Registry::push` keeps the
+        // registry alive for its own duration, even if the job runs and frees this
+        // operation first (see there).
+        let registry: *const Registry = &*this.registry;
+        // SAFETY: the registry is alive now (this operation holds a reference), and
+        // `push` does not need it to stay alive beyond its start.
+        if !unsafe { &*registry }.push(job) {
             // SAFETY: the push was refused, so the job will never run; we still own it.
             let rcvr = unsafe { (*data.cast_mut()).rcvr.take() };
             if let Some(rcvr) = rcvr {

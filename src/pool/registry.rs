@@ -110,20 +110,26 @@ impl Registry {
     /// Queues `job`: on the calling worker's own deque if it is a worker of this pool,
     /// otherwise on the shared injector. Returns `false` (and does not queue) if the pool
     /// is shutting down.
+    ///
+    /// The caller need not hold a reference of its own beyond the call's start: the job
+    /// may run, and free whatever kept the registry alive, as soon as it is queued. On a
+    /// worker, the worker's own reference keeps the registry alive; outside, the wake-up
+    /// happens while `submitting` is raised, and the pool's `Drop` (which holds the
+    /// pool's reference) waits for `submitting` to fall before it finishes.
     pub(crate) fn push(&self, job: JobRef) -> bool {
         if let Some(worker) = WorkerThread::current_of(self) {
-            worker.deque.push(job);
-        } else {
-            self.submitting.fetch_add(1, Ordering::SeqCst);
-            if self.terminating.load(Ordering::SeqCst) {
-                self.submitting.fetch_sub(1, Ordering::SeqCst);
-                return false;
-            }
-            self.injector.push(job);
-            self.submitting.fetch_sub(1, Ordering::SeqCst);
+            worker.push_local(job);
+            return true;
         }
-        self.sleep.wake_one();
-        true
+        self.submitting.fetch_add(1, Ordering::SeqCst);
+        let accepted = !self.terminating.load(Ordering::SeqCst);
+        if accepted {
+            self.injector.push(job);
+            self.sleep.wake_one();
+        }
+        // The last touch of the registry by this call.
+        self.submitting.fetch_sub(1, Ordering::SeqCst);
+        accepted
     }
 
     /// Whether any queue visible to an idle worker holds work, or the pool is stopping.
