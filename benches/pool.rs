@@ -42,6 +42,8 @@
 #[path = "common/paired.rs"]
 mod paired;
 
+use paired::{format_ns, median};
+
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::convert::Infallible;
@@ -108,20 +110,6 @@ fn with_record<T>(key: &str, sample_size: usize, f: impl FnOnce(&mut Record) -> 
         }
     };
     f(&mut records[i])
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn format_ns(ns: f64) -> String {
-    match ns {
-        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
-        ns if ns >= 1e3 => format!("{:.2} µs", ns / 1e3),
-        ns => format!("{ns:.1} ns"),
-    }
 }
 
 /// Prints, for every benchmark that ran: the median of its criterion samples (time per

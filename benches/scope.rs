@@ -30,6 +30,8 @@
 #[path = "common/paired.rs"]
 mod paired;
 
+use paired::{format_ns, median};
+
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::rc::Rc;
@@ -287,20 +289,6 @@ struct Row {
 
 /// Every comparison reported so far, for the final summary.
 static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn format_ns(ns: f64) -> String {
-    match ns {
-        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
-        ns if ns >= 1e3 => format!("{:.2} µs", ns / 1e3),
-        ns => format!("{ns:.1} ns"),
-    }
-}
 
 fn print_rows(rows: &[Row]) {
     println!(
