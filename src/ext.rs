@@ -10,7 +10,8 @@ use crate::adaptors::transfer::{ScheduleFrom, schedule_from};
 use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::domain::MaybeDomain;
 use crate::env::Query;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{MaybeScheduler, Scheduler};
+use crate::scope::{self, IntoScopeSender, LetAsyncScope, LetScopeToken};
 use crate::sender::Sender;
 
 /// Adaptor methods for every [`Sender`]. Each returns a named `#[must_use]` sender type
@@ -143,6 +144,38 @@ pub trait SenderExt: Sender {
         S2: Sender<Value = Self::Value, Error = Self::Error>,
     {
         Let::new(self, f)
+    }
+
+    /// `let_async_scope(sndr, f)` (P3296): runs `f(token, &mut value)` in a new async
+    /// scope that is always joined before this sender completes. See
+    /// [`let_async_scope`](crate::let_async_scope()) for the rules (borrowing, errors,
+    /// panics, stop, environment).
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, just, schedule, spawn, sync_wait};
+    /// use std::sync::Mutex;
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let sch = pool.scheduler();
+    /// let out = Mutex::new(Vec::new());
+    /// let out_ref = &out; // borrowed by the spawned work
+    /// sync_wait(just(10).let_async_scope(|token, n| {
+    ///     let n: &i32 = n; // the value lives in the operation: borrowed too
+    ///     for i in 0..3 {
+    ///         spawn(schedule(&sch).then(move |()| out_ref.lock().unwrap().push(*n + i)), token);
+    ///     }
+    /// }))
+    /// .unwrap();
+    /// let mut out = out.into_inner().unwrap();
+    /// out.sort();
+    /// assert_eq!(out, [10, 11, 12]);
+    /// ```
+    fn let_async_scope<'env, F, Sch, S2>(self, f: F) -> LetAsyncScope<'env, Self, F, Sch, S2>
+    where
+        F: for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, Self::Error>, &'s mut Self::Value) -> S2,
+        S2: IntoScopeSender<Self::Error>,
+        Sch: MaybeScheduler,
+    {
+        scope::let_async_scope(self, f)
     }
 
     /// `into_variant(sndr)`: the identity on values here, since a sender has exactly

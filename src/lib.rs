@@ -71,10 +71,11 @@ pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};
 pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};
 pub use schedulers::single_thread::{SingleThreadContext, SingleThreadScheduler, SingleThreadSender};
 pub use scope::{
-    Association, CounterKind, CountingScope, CountingToken, FutureOp, FutureReceiver, JoinHop, JoinOp, JoinSender,
-    JoinShared, Nest, NestOp, ScopeAssociation, ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture,
-    nest, spawn_future,
+    Association, CounterKind, CountingScope, CountingToken, FutureOp, FutureReceiver, HopTo, IntoScopeSender, JoinHop,
+    JoinOp, JoinSender, JoinShared, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp,
+    LetScopeShared, LetScopeState, LetScopeToken, LetTail, Nest, NestOp, NoHop, ScopeAssociation, ScopeLifetime,
+    ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture, let_async_scope, nest, spawn_future,
 };
 pub use sender::{OperationState, Sender, SenderTo};
-pub use spawn::{SpawnReceiver, SpawnedOp, spawn};
+pub use spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};

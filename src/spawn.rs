@@ -8,19 +8,17 @@
 //! the default starts it inline; the pool's domain pushes it onto the current worker's
 //! deque.
 
-use std::convert::Infallible;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
 use std::ptr::NonNull;
 
-use crate::domain::{Domain, EarlyDomain, NoDomain};
-use crate::env::Env;
+use crate::domain::{Domain, EarlyDomain};
+
 use crate::panic::Panic;
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
-use crate::scope::{Association, ScopeToken};
+
+use crate::scope::{Association, ScopeLifetime};
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::StopToken;
 
 /// A spawned operation, connected and heap-allocated, not started yet: what
 /// [`Domain::apply_spawn`](crate::Domain::apply_spawn) decides how to start.
@@ -98,27 +96,21 @@ impl<A: Association> SpawnReceiver<A> {
     }
 }
 
-impl<A: Association> Env for SpawnReceiver<A> {
-    type Scheduler = NoScheduler;
-    type Domain = NoDomain;
-    fn scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-    fn stop_token(&self) -> StopToken<'_> {
-        self.assoc().stop_token()
-    }
-}
-
-impl<A: Association> Receiver<(), Infallible> for SpawnReceiver<A> {
-    type Env = Self;
-    fn env(&self) -> &Self {
-        self
+/// The receiver of spawned work accepts any error its scope can hold (`X: Into<A::Error>`)
+/// and hands it to the scope; its environment is the association's (the scope's stop
+/// token, and for a `let_async_scope` the outer receiver's scheduler and queries).
+impl<A: Association, X: Into<A::Error>> Receiver<(), X> for SpawnReceiver<A> {
+    type Env = A::Env;
+    #[inline]
+    fn env(&self) -> &A::Env {
+        self.assoc().env()
     }
     fn set_value(self, (): ()) {
         self.finish()
     }
-    fn set_error(self, error: Infallible) {
-        match error {}
+    fn set_error(self, error: X) {
+        self.assoc().report_error(error.into());
+        self.finish()
     }
     fn set_stopped(self) {
         self.finish()
@@ -165,12 +157,82 @@ unsafe fn discard_block<Op, A>(block: *mut ()) {
     drop(unsafe { free_block::<Op, A>(block) });
 }
 
+/// A sender that [`spawn`] can start in the scope of a token of type `Tk`.
+///
+/// It is implemented for every sender that completes with `()`, whose error the scope
+/// can hold (`Error: Into<` the association's error `>`: only
+/// [`Infallible`] for the counting scopes), that lives as long as the scope (`'static`
+/// for the counting scopes, the scope's lifetime for a
+/// [`let_async_scope`](crate::SenderExt::let_async_scope)), and whose operation can be
+/// sent to the thread that runs it. Use it as the return type of a function that makes
+/// spawned work, so that the caller does not have to name the receiver it is connected
+/// to:
+///
+/// ```
+/// use senders::{CountingScope, CountingToken, SenderExt, Spawnable, just, spawn, sync_wait};
+/// fn work(n: u32) -> impl Spawnable<CountingToken> {
+///     just(n).then(|n| assert!(n < 10))
+/// }
+/// let scope = CountingScope::new();
+/// spawn(work(3), scope.token());
+/// sync_wait(scope.join()).unwrap();
+/// ```
+pub trait Spawnable<Tk>: Sender {
+    /// Connects the sender into its heap block and starts it (or drops it if the scope
+    /// refuses). Use [`spawn`].
+    #[doc(hidden)]
+    fn spawn_in(self, token: Tk) -> bool;
+}
+
+/// The operation of a spawned sender `W` in a scope whose association is `A`.
+type SpawnOp<W, A> = <W as SenderTo<SpawnReceiver<A>>>::Operation;
+
+impl<'scope, S, Tk> Spawnable<Tk> for S
+where
+    S: Sender<Value = ()> + 'scope,
+    S::Error: Into<<Tk::Association as Association>::Error>,
+    Tk: ScopeLifetime<'scope>,
+    Tk::Wrap<S>: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'scope,
+    SpawnOp<Tk::Wrap<S>, Tk::Association>: Send,
+{
+    fn spawn_in(self, token: Tk) -> bool {
+        let Some(assoc) = token.try_associate() else {
+            return false;
+        };
+        let sndr = token.wrap(self);
+        let block = crate::block::new(SpawnBox::<SpawnOp<Tk::Wrap<S>, Tk::Association>, Tk::Association> {
+            op: MaybeUninit::uninit(),
+            assoc: ManuallyDrop::new(assoc),
+        })
+        .as_ptr();
+        // SAFETY: `block` is a fresh allocation; the association stays at this address
+        // until `free_block` moves it out.
+        let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();
+        let rcvr =
+            SpawnReceiver { block: block.cast(), assoc, free: free_block::<SpawnOp<Tk::Wrap<S>, Tk::Association>, _> };
+        // SAFETY: the operation is written once and stays in place until `free_block`.
+        unsafe { (*block).op.write(sndr.connect(rcvr)) };
+        let op = SpawnedOp {
+            ptr: block.cast(),
+            start: start_block::<SpawnOp<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
+            discard: discard_block::<SpawnOp<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
+        };
+        EarlyDomain::<Tk::Wrap<S>>::default().apply_spawn(op);
+        true
+    }
+}
+
 /// Starts `sndr` as work associated with `token`'s scope (P3149R6 `spawn`), or drops it
 /// if the scope refuses (closed or joined). Returns whether it was started.
 ///
-/// The sender must complete with `()` and cannot fail (`Error = Infallible`), checked
-/// at compile time; a stop is allowed. A panic in it is handed to the scope, whose join
-/// resumes it. It must be `'static`: detached work may outlive every stack frame.
+/// The sender must complete with `()`, and its error must be one the scope can hold,
+/// checked at compile time (see [`Spawnable`]): the counting scopes take only senders
+/// that cannot fail (`Error = Infallible`); a
+/// [`let_async_scope`](crate::SenderExt::let_async_scope) takes its own error type (or
+/// one that converts into it) and completes with the first such error. A stop is always
+/// allowed. A panic in the work is handed to the scope, whose join resumes it. The
+/// sender must live as long as the scope: `'static` for the counting scopes, whose work
+/// may outlive every stack frame.
 ///
 /// One allocation per spawn holds the operation and its association. On completion the
 /// operation is destroyed, the block is freed, and only then does the association end
@@ -190,34 +252,6 @@ unsafe fn discard_block<Op, A>(block: *mut ()) {
 /// sync_wait(scope.join()).unwrap();
 /// assert_eq!(hits.load(Ordering::SeqCst), 1);
 /// ```
-pub fn spawn<S, Tk>(sndr: S, token: Tk) -> bool
-where
-    S: Sender<Value = (), Error = Infallible>,
-    Tk: ScopeToken,
-    Tk::Wrap<S>: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'static,
-    <Tk::Wrap<S> as SenderTo<SpawnReceiver<Tk::Association>>>::Operation: Send,
-{
-    let Some(assoc) = token.try_associate() else {
-        return false;
-    };
-    let sndr = token.wrap(sndr);
-    type Op<W, A> = <W as SenderTo<SpawnReceiver<A>>>::Operation;
-    let block = crate::block::new(SpawnBox::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association> {
-        op: MaybeUninit::uninit(),
-        assoc: ManuallyDrop::new(assoc),
-    })
-    .as_ptr();
-    // SAFETY: `block` is a fresh allocation; the association stays at this address until
-    // `free_block` moves it out.
-    let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();
-    let rcvr = SpawnReceiver { block: block.cast(), assoc, free: free_block::<Op<Tk::Wrap<S>, Tk::Association>, _> };
-    // SAFETY: the operation is written once and stays in place until `free_block`.
-    unsafe { (*block).op.write(sndr.connect(rcvr)) };
-    let op = SpawnedOp {
-        ptr: block.cast(),
-        start: start_block::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
-        discard: discard_block::<Op<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
-    };
-    EarlyDomain::<Tk::Wrap<S>>::default().apply_spawn(op);
-    true
+pub fn spawn<S: Spawnable<Tk>, Tk>(sndr: S, token: Tk) -> bool {
+    sndr.spawn_in(token)
 }

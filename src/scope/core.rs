@@ -41,6 +41,11 @@ impl ScopeCore {
         })
     }
 
+    /// A core with one shard per pool worker slot there may be.
+    pub(crate) fn acquire_sharded() -> &'static ScopeCore {
+        Self::acquire(super::slot::high_water().max(num_cpus::get()))
+    }
+
     /// Returns a droppable core to the free list under a new generation.
     pub(crate) fn release(&'static self) {
         debug_assert!(self.counter.droppable());

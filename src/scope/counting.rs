@@ -16,7 +16,7 @@ use crate::stop::StopToken;
 use super::core::ScopeCore;
 use super::counter::{Home, JoinStart, ScopeState, Waiter};
 use super::slot;
-use super::token::{Association, ScopeToken};
+use super::token::{Association, ScopeLifetime, ScopeToken};
 
 /// How a scope counts its associations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,11 +38,10 @@ struct Owner {
 
 impl Owner {
     fn new(kind: CounterKind) -> Self {
-        let shards = match kind {
-            CounterKind::Sharded => slot::high_water().max(num_cpus::get()),
-            CounterKind::SingleAtomic => 0,
+        let core = match kind {
+            CounterKind::Sharded => ScopeCore::acquire_sharded(),
+            CounterKind::SingleAtomic => ScopeCore::acquire(0),
         };
-        let core = ScopeCore::acquire(shards);
         Owner { core, generation: core.counter.generation() }
     }
 }
@@ -113,6 +112,10 @@ macro_rules! scope_common {
                 f.debug_struct(stringify!($scope)).field("state", &self.state()).finish_non_exhaustive()
             }
         }
+
+        // SAFETY: a counting scope aborts if dropped before its join (see `Owner`'s drop),
+        // and its tokens accept only `'static` work, which borrows nothing.
+        unsafe impl ScopeLifetime<'static> for $token {}
 
         impl ScopeToken for $token {
             type Association = ScopeAssociation;
@@ -229,13 +232,34 @@ pub struct ScopeAssociation {
 }
 
 impl Association for ScopeAssociation {
+    type Error = Infallible;
+    type Env = Self;
+
     #[inline]
-    fn stop_token(&self) -> StopToken<'_> {
-        if self.stop { self.core.stop.token() } else { StopToken::never() }
+    fn env(&self) -> &Self {
+        self
     }
 
     fn report_panic(&self, panic: Panic) {
         self.core.record_panic(panic);
+    }
+
+    fn report_error(&self, error: Infallible) {
+        match error {}
+    }
+}
+
+/// The environment of work spawned into a counting scope: the scope's stop token (for
+/// a [`CountingScope`]), no scheduler, no domain.
+impl Env for ScopeAssociation {
+    type Scheduler = NoScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+    #[inline]
+    fn stop_token(&self) -> StopToken<'_> {
+        if self.stop { self.core.stop.token() } else { StopToken::never() }
     }
 }
 

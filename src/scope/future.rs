@@ -31,7 +31,7 @@ use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 use super::counter::Waiter;
-use super::token::{Association, ScopeToken};
+use super::token::{Association, ScopeLifetime, ScopeToken};
 
 const DONE: usize = 1;
 const WAITING: usize = 2;
@@ -132,8 +132,16 @@ struct Header<V, E> {
     free: unsafe fn(*const Header<V, E>),
 }
 
-/// Forwards the scope's stop request to the work's own source.
-struct ForwardStop(*const InplaceStopSource);
+/// Forwards a stop request to another source (the scope's to the work's own, or an outer
+/// receiver's to a `let_async_scope`'s).
+pub(crate) struct ForwardStop(*const InplaceStopSource);
+
+impl ForwardStop {
+    /// Forwards to `target`, which must outlive the callback.
+    pub(crate) fn new(target: *const InplaceStopSource) -> Self {
+        ForwardStop(target)
+    }
+}
 
 // SAFETY: the source is `Sync` and outlives the callback (it lives in the same block
 // and the callback is dropped first).
@@ -231,21 +239,33 @@ unsafe impl<V: Send, E: Send, A: Send> Send for FutureReceiver<V, E, A> {}
 unsafe impl<V, E, A> Sync for FutureReceiver<V, E, A> {}
 
 impl<V, E, A: Association> FutureReceiver<V, E, A> {
+    fn assoc_env(&self) -> &A::Env {
+        // SAFETY: the association stays in the block until the work side finishes, which
+        // consumes this receiver.
+        unsafe { (*self.head).assoc.env() }
+    }
+
     fn finish(self, outcome: Outcome<V, E>) {
         // SAFETY: the operation has completed (it called this receiver).
         unsafe { finish_work(self.head, self.drop_op, outcome) }
     }
 }
 
-impl<V, E, A> Env for FutureReceiver<V, E, A> {
-    type Scheduler = NoScheduler;
-    type Domain = NoDomain;
-    fn scheduler(&self) -> NoScheduler {
-        NoScheduler
+/// The environment of `spawn_future`d work: the scope's (for a `let_async_scope`, the
+/// outer receiver's scheduler and queries), with the work's own stop token, which the
+/// scope's stop and the future's drop or stop both reach.
+impl<V, E, A: Association> Env for FutureReceiver<V, E, A> {
+    type Scheduler = <A::Env as Env>::Scheduler;
+    type Domain = <A::Env as Env>::Domain;
+    fn scheduler(&self) -> Self::Scheduler {
+        self.assoc_env().scheduler()
     }
     fn stop_token(&self) -> StopToken<'_> {
         // SAFETY: the block outlives the operation and hence this receiver.
         unsafe { (*self.head).header.stop.token() }
+    }
+    fn prop(&self, key: std::any::TypeId) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.assoc_env().prop(key)
     }
 }
 
@@ -488,13 +508,13 @@ impl<V, E, R: Receiver<V, E> + Send> OperationState for FutureOp<V, E, R> {
 /// assert_eq!(sync_wait(fut).unwrap(), Some(42));
 /// sync_wait(scope.join()).unwrap();
 /// ```
-pub fn spawn_future<S, Tk>(sndr: S, token: Tk) -> SpawnFuture<S::Value, S::Error>
+pub fn spawn_future<'scope, S, Tk>(sndr: S, token: Tk) -> SpawnFuture<S::Value, S::Error>
 where
-    S: Sender,
-    S::Value: Send + 'static,
-    S::Error: Send + 'static,
-    Tk: ScopeToken,
-    Tk::Wrap<S>: SenderTo<FutureReceiver<S::Value, S::Error, Tk::Association>> + Send + 'static,
+    S: Sender + 'scope,
+    S::Value: Send + 'scope,
+    S::Error: Send + 'scope,
+    Tk: ScopeLifetime<'scope>,
+    Tk::Wrap<S>: SenderTo<FutureReceiver<S::Value, S::Error, Tk::Association>> + Send + 'scope,
     <Tk::Wrap<S> as SenderTo<FutureReceiver<S::Value, S::Error, Tk::Association>>>::Operation: Send,
 {
     type Op<S, Tk> = <<Tk as ScopeToken>::Wrap<S> as SenderTo<
@@ -527,7 +547,7 @@ where
     // the association, which stays in the block until the work side drops the callback
     // and then takes the association out.
     unsafe {
-        let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.stop_token());
+        let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.env().stop_token());
         let source = &raw const (*head).header.stop;
         *(*head).scope_stop = RawStopCallback::new(scope_token, ForwardStop(source));
         Pin::new_unchecked(&mut *(*head).scope_stop).register();

@@ -1,11 +1,12 @@
 //! Async scopes (P3149R6): the scope token concept, `nest`, `spawn_future`, and the
-//! counting scopes with per-worker counters merged at join. `spawn` lives in
+//! counting scopes with per-worker counters merged at join; `let_async_scope` (P3296). `spawn` lives in
 //! [`crate::spawn`](crate::spawn()), next to the domains' spawn hook.
 
 mod core;
 pub(crate) mod counter;
 mod counting;
 pub(crate) mod future;
+mod let_scope;
 mod nest;
 pub(crate) mod slot;
 mod token;
@@ -16,5 +17,9 @@ pub use counting::{
     SimpleCountingScope, SimpleToken,
 };
 pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
+pub use let_scope::{
+    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp,
+    LetScopeShared, LetScopeState, LetScopeToken, LetTail, NoHop, let_async_scope,
+};
 pub use nest::{Nest, NestOp, nest};
-pub use token::{Association, ScopeToken};
+pub use token::{Association, ScopeLifetime, ScopeToken};

@@ -4,6 +4,7 @@ use std::marker::PhantomPinned;
 use std::pin::Pin;
 
 use crate::adaptors::stop_when::{StopWhen, stop_when};
+use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
@@ -133,7 +134,7 @@ where
         // SAFETY: the token borrows the association, which lives in this pinned operation
         // (it does not move again) and is dropped after `child` (field order), so the
         // token outlives every use the child makes of it.
-        let token = unsafe { std::mem::transmute::<StopToken<'_>, StopToken<'static>>(assoc.stop_token()) };
+        let token = unsafe { std::mem::transmute::<StopToken<'_>, StopToken<'static>>(assoc.env().stop_token()) };
         let child = this.child.insert(stop_when(sndr, token).connect(rcvr));
         // SAFETY: the child lives in the pinned operation and is started once.
         unsafe { Pin::new_unchecked(child).start() }

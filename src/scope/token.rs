@@ -1,18 +1,20 @@
 //! The async scope token concept (P3149R6 `async_scope_token`): `try_associate`,
 //! `dissociate` and `wrap`.
 
+use crate::env::Env;
 use crate::panic::Panic;
 use crate::sender::Sender;
-use crate::stop::StopToken;
 
 /// A non-owning, copyable handle to an async scope: the basis operations that
-/// [`nest`](crate::nest), [`spawn`](crate::spawn) and
+/// [`nest`](crate::nest), [`spawn`](crate::spawn()) and
 /// [`spawn_future`](crate::spawn_future) are built on.
 ///
 /// P3149's `try_associate() -> bool` and `dissociate()` become one typed step here:
 /// [`try_associate`](Self::try_associate) returns an [`Association`] on success, and
 /// dropping that association is the `dissociate`. A dissociation can therefore neither
 /// be forgotten by mistake nor happen twice.
+///
+/// How long spawned work may borrow is said by [`ScopeLifetime`].
 ///
 /// ```
 /// use senders::{ScopeToken, SimpleCountingScope, sync_wait};
@@ -24,7 +26,7 @@ use crate::stop::StopToken;
 /// assert!(token.try_associate().is_none());
 /// sync_wait(scope.join()).unwrap();
 /// ```
-pub trait ScopeToken: Copy + Send + Sync + 'static {
+pub trait ScopeToken: Copy + Send + Sync {
     /// Proof of one association with the scope; dropping it dissociates.
     type Association: Association;
 
@@ -35,22 +37,54 @@ pub trait ScopeToken: Copy + Send + Sync + 'static {
     /// refuses (it is closed, joined, or gone).
     fn try_associate(&self) -> Option<Self::Association>;
 
-    /// Adapts a sender before it is nested in the scope (P3149R6 `wrap`). The counting
+    /// Adapts a sender before it is nested in the scope (P3149R6 `wrap`). The crate's
     /// scopes return it unchanged: their stop request reaches nested work through the
-    /// association (see [`Association::stop_token`]), so that a wrapped sender never
-    /// carries a stop token that could outlive its association.
+    /// association (see [`Association::env`]), so that a wrapped sender never carries a
+    /// stop token that could outlive its association.
     fn wrap<S: Sender>(&self, sndr: S) -> Self::Wrap<S>;
 }
+
+/// How long a token's scope outlives the work started through it: [`spawn`](crate::spawn())
+/// and [`spawn_future`](crate::spawn_future) accept work that lives for `'scope`, so it
+/// may borrow anything that lives at least that long.
+///
+/// The counting scopes' tokens are `ScopeLifetime<'static>` only: their work is
+/// detached, so it must own its data. A
+/// [`let_async_scope`](crate::SenderExt::let_async_scope) token is `ScopeLifetime<'s>`
+/// for its scope's own lifetime `'s`, which is invariant and shorter than the scope's
+/// operation: a token implements this trait for one lifetime only.
+///
+/// # Safety
+///
+/// The scope must not let its owner go on (complete, or be dropped) before every
+/// association made through the token has ended, as long as anything `'scope` may
+/// borrow is in use, and the token must implement this trait for that one lifetime.
+pub unsafe trait ScopeLifetime<'scope>: ScopeToken {}
 
 /// One operation's association with a scope. Dropping it dissociates: the scope's count
 /// goes down, and a waiting join may complete. Nothing the association protects may be
 /// used after it is dropped.
-pub trait Association: Send + 'static {
-    /// The scope's stop token, merged into the stop token of nested work. It never
-    /// stops for a scope without `request_stop`.
-    fn stop_token(&self) -> StopToken<'_>;
+pub trait Association: Send {
+    /// The error type the scope accepts from spawned work
+    /// ([`Infallible`](std::convert::Infallible) for the counting scopes: their spawned
+    /// work cannot fail).
+    type Error;
+
+    /// The environment spawned work sees: the scope's stop token, and for a
+    /// `let_async_scope` the outer receiver's scheduler, domain and user queries.
+    type Env: Env + Sync;
+
+    /// The environment of work nested through this association. Its stop token is the
+    /// scope's, merged into the stop token of nested work; it never stops for a scope
+    /// without `request_stop`.
+    fn env(&self) -> &Self::Env;
 
     /// Hands the scope a panic of spawned work, which has no receiver to report it to.
-    /// The counting scopes resume the first one from their join.
+    /// The counting scopes resume the first one from their join; a `let_async_scope`
+    /// also requests stop on its other work.
     fn report_panic(&self, panic: Panic);
+
+    /// Hands the scope an error of spawned work. A `let_async_scope` keeps the first one
+    /// (it becomes the scope's completion) and requests stop on its other work.
+    fn report_error(&self, error: Self::Error);
 }
