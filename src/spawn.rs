@@ -192,15 +192,15 @@ where
     S: Sender<Value = ()> + 'scope,
     S::Error: Into<<Tk::Association as Association>::Error>,
     Tk: ScopeLifetime<'scope>,
-    Tk::Wrap<S>: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'scope,
-    SpawnOp<Tk::Wrap<S>, Tk::Association>: Send,
+    S: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'scope,
+    SpawnOp<S, Tk::Association>: Send,
 {
     fn spawn_in(self, token: Tk) -> bool {
         let Some(assoc) = token.try_associate() else {
             return false;
         };
-        let sndr = token.wrap(self);
-        let block = crate::block::new(SpawnBox::<SpawnOp<Tk::Wrap<S>, Tk::Association>, Tk::Association> {
+        let sndr = self;
+        let block = crate::block::new(SpawnBox::<SpawnOp<S, Tk::Association>, Tk::Association> {
             op: MaybeUninit::uninit(),
             assoc: ManuallyDrop::new(assoc),
         })
@@ -208,16 +208,15 @@ where
         // SAFETY: `block` is a fresh allocation; the association stays at this address
         // until `free_block` moves it out.
         let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();
-        let rcvr =
-            SpawnReceiver { block: block.cast(), assoc, free: free_block::<SpawnOp<Tk::Wrap<S>, Tk::Association>, _> };
+        let rcvr = SpawnReceiver { block: block.cast(), assoc, free: free_block::<SpawnOp<S, Tk::Association>, _> };
         // SAFETY: the operation is written once and stays in place until `free_block`.
         unsafe { (*block).op.write(sndr.connect(rcvr)) };
         let op = SpawnedOp {
             ptr: block.cast(),
-            start: start_block::<SpawnOp<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
-            discard: discard_block::<SpawnOp<Tk::Wrap<S>, Tk::Association>, Tk::Association>,
+            start: start_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
+            discard: discard_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
         };
-        EarlyDomain::<Tk::Wrap<S>>::default().apply_spawn(op);
+        EarlyDomain::<S>::default().apply_spawn(op);
         true
     }
 }

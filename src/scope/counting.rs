@@ -119,16 +119,11 @@ macro_rules! scope_common {
 
         impl ScopeToken for $token {
             type Association = ScopeAssociation;
-            type Wrap<S: Sender> = S;
 
             #[inline]
             fn try_associate(&self) -> Option<ScopeAssociation> {
                 let home = self.core.counter.try_associate(self.generation, slot::current())?;
                 Some(ScopeAssociation { core: self.core, home, stop: $stop })
-            }
-
-            fn wrap<S: Sender>(&self, sndr: S) -> S {
-                sndr
             }
         }
     };

@@ -514,10 +514,10 @@ where
     S::Value: Send + 'scope,
     S::Error: Send + 'scope,
     Tk: ScopeLifetime<'scope>,
-    Tk::Wrap<S>: SenderTo<FutureReceiver<S::Value, S::Error, Tk::Association>> + Send + 'scope,
-    <Tk::Wrap<S> as SenderTo<FutureReceiver<S::Value, S::Error, Tk::Association>>>::Operation: Send,
+    S: SenderTo<FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, Tk::Association>> + Send,
+    <S as SenderTo<FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, Tk::Association>>>::Operation: Send,
 {
-    type Op<S, Tk> = <<Tk as ScopeToken>::Wrap<S> as SenderTo<
+    type Op<S, Tk> = <S as SenderTo<
         FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, <Tk as ScopeToken>::Association>,
     >>::Operation;
     type V<S> = <S as Sender>::Value;
@@ -527,7 +527,6 @@ where
     let Some(assoc) = token.try_associate() else {
         return SpawnFuture { header: None };
     };
-    let sndr = token.wrap(sndr);
     let block: *mut Block<V<S>, E<S>, A<Tk>, Op<S, Tk>> = crate::block::new(Block {
         head: Head {
             header: Header {
@@ -559,7 +558,7 @@ where
         start: start_block::<V<S>, E<S>, A<Tk>, Op<S, Tk>>,
         discard: discard_block::<V<S>, E<S>, A<Tk>, Op<S, Tk>>,
     };
-    EarlyDomain::<Tk::Wrap<S>>::default().apply_spawn(op);
+    EarlyDomain::<S>::default().apply_spawn(op);
     SpawnFuture { header: Some(head.cast_const().cast()) }
 }
 

@@ -272,15 +272,10 @@ impl<Sch, E> std::fmt::Debug for LetScopeToken<'_, '_, Sch, E> {
 
 impl<'s, Sch: MaybeScheduler, E: Send + 's> ScopeToken for LetScopeToken<'s, '_, Sch, E> {
     type Association = LetAssociation<'s, Sch, E>;
-    type Wrap<S: Sender> = S;
 
     #[inline]
     fn try_associate(&self) -> Option<LetAssociation<'s, Sch, E>> {
         self.shared.associate()
-    }
-
-    fn wrap<S: Sender>(&self, sndr: S) -> S {
-        sndr
     }
 }
 

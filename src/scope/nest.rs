@@ -18,7 +18,7 @@ use super::token::{Association, ScopeToken};
 #[must_use = "senders do nothing unless connected and started"]
 pub struct Nest<S: Sender, Tk: ScopeToken> {
     token: Tk,
-    inner: Option<(Tk::Wrap<S>, Tk::Association)>,
+    inner: Option<(S, Tk::Association)>,
 }
 
 /// Associates `sndr` with the scope of `token` (P3149R6 `nest`). The count is taken now
@@ -41,7 +41,7 @@ pub struct Nest<S: Sender, Tk: ScopeToken> {
 /// sync_wait(scope.join()).unwrap();
 /// ```
 pub fn nest<S: Sender, Tk: ScopeToken>(sndr: S, token: Tk) -> Nest<S, Tk> {
-    let inner = token.try_associate().map(|assoc| (token.wrap(sndr), assoc));
+    let inner = token.try_associate().map(|assoc| (sndr, assoc));
     Nest { token, inner }
 }
 
@@ -56,7 +56,7 @@ impl<S: Sender, Tk: ScopeToken> Nest<S, Tk> {
 /// unassociated. Copying an unassociated sender gives an unassociated one.
 impl<S: Sender, Tk: ScopeToken> Clone for Nest<S, Tk>
 where
-    Tk::Wrap<S>: Clone,
+    S: Clone,
 {
     fn clone(&self) -> Self {
         let inner =
@@ -72,10 +72,10 @@ impl<S: Sender, Tk: ScopeToken> std::fmt::Debug for Nest<S, Tk> {
 }
 
 impl<S: Sender, Tk: ScopeToken> Sender for Nest<S, Tk> {
-    type Value = <Merged<S, Tk> as Sender>::Value;
-    type Error = <Merged<S, Tk> as Sender>::Error;
+    type Value = <Merged<S> as Sender>::Value;
+    type Error = <Merged<S> as Sender>::Error;
     const SENDS_STOPPED: bool = true;
-    type Domain = <Tk::Wrap<S> as Sender>::Domain;
+    type Domain = <S as Sender>::Domain;
     type CompletionScheduler = NoScheduler;
     fn completion_scheduler(&self) -> NoScheduler {
         NoScheduler
@@ -83,14 +83,14 @@ impl<S: Sender, Tk: ScopeToken> Sender for Nest<S, Tk> {
 }
 
 /// The nested sender with the association's stop token merged in.
-type Merged<S, Tk> = StopWhen<'static, <Tk as ScopeToken>::Wrap<S>>;
+type Merged<S> = StopWhen<'static, S>;
 
 impl<S, Tk, R> SenderTo<R> for Nest<S, Tk>
 where
     S: Sender,
     Tk: ScopeToken,
-    R: Receiver<<Merged<S, Tk> as Sender>::Value, <Merged<S, Tk> as Sender>::Error>,
-    Merged<S, Tk>: SenderTo<R>,
+    R: Receiver<<Merged<S> as Sender>::Value, <Merged<S> as Sender>::Error>,
+    Merged<S>: SenderTo<R>,
 {
     type Operation = NestOp<S, Tk, R>;
     fn connect(self, receiver: R) -> NestOp<S, Tk, R> {
@@ -105,11 +105,11 @@ pub struct NestOp<S, Tk, R>
 where
     S: Sender,
     Tk: ScopeToken,
-    R: Receiver<<Merged<S, Tk> as Sender>::Value, <Merged<S, Tk> as Sender>::Error>,
-    Merged<S, Tk>: SenderTo<R>,
+    R: Receiver<<Merged<S> as Sender>::Value, <Merged<S> as Sender>::Error>,
+    Merged<S>: SenderTo<R>,
 {
-    child: Option<<Merged<S, Tk> as SenderTo<R>>::Operation>,
-    sndr: Option<Tk::Wrap<S>>,
+    child: Option<<Merged<S> as SenderTo<R>>::Operation>,
+    sndr: Option<S>,
     rcvr: Option<R>,
     assoc: Option<Tk::Association>,
     _pin: PhantomPinned,
@@ -119,8 +119,8 @@ impl<S, Tk, R> OperationState for NestOp<S, Tk, R>
 where
     S: Sender,
     Tk: ScopeToken,
-    R: Receiver<<Merged<S, Tk> as Sender>::Value, <Merged<S, Tk> as Sender>::Error>,
-    Merged<S, Tk>: SenderTo<R>,
+    R: Receiver<<Merged<S> as Sender>::Value, <Merged<S> as Sender>::Error>,
+    Merged<S>: SenderTo<R>,
 {
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: fields are never moved out of the pinned operation except the

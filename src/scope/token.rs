@@ -3,7 +3,6 @@
 
 use crate::env::Env;
 use crate::panic::Panic;
-use crate::sender::Sender;
 
 /// A non-owning, copyable handle to an async scope: the basis operations that
 /// [`nest`](crate::nest), [`spawn`](crate::spawn()) and
@@ -13,6 +12,12 @@ use crate::sender::Sender;
 /// [`try_associate`](Self::try_associate) returns an [`Association`] on success, and
 /// dropping that association is the `dissociate`. A dissociation can therefore neither
 /// be forgotten by mistake nor happen twice.
+///
+/// P3149's `wrap` (adapt a sender before it is nested) is absent: it is the identity for
+/// every scope here, whose stop request reaches nested work through the association's
+/// environment (see [`Association::env`]) instead of a wrapping `stop_when`, and a
+/// projection such as `Tk::Wrap<S>` would keep generic code over tokens from proving
+/// that a sender can be spawned.
 ///
 /// How long spawned work may borrow is said by [`ScopeLifetime`].
 ///
@@ -30,18 +35,9 @@ pub trait ScopeToken: Copy + Send + Sync {
     /// Proof of one association with the scope; dropping it dissociates.
     type Association: Association;
 
-    /// The sender [`wrap`](Self::wrap) turns `S` into.
-    type Wrap<S: Sender>: Sender<Value = S::Value, Error = S::Error>;
-
     /// Associates one more operation with the scope, or returns `None` if the scope
     /// refuses (it is closed, joined, or gone).
     fn try_associate(&self) -> Option<Self::Association>;
-
-    /// Adapts a sender before it is nested in the scope (P3149R6 `wrap`). The crate's
-    /// scopes return it unchanged: their stop request reaches nested work through the
-    /// association (see [`Association::env`]), so that a wrapped sender never carries a
-    /// stop token that could outlive its association.
-    fn wrap<S: Sender>(&self, sndr: S) -> Self::Wrap<S>;
 }
 
 /// How long a token's scope outlives the work started through it: [`spawn`](crate::spawn())
@@ -59,7 +55,7 @@ pub trait ScopeToken: Copy + Send + Sync {
 /// The scope must not let its owner go on (complete, or be dropped) before every
 /// association made through the token has ended, as long as anything `'scope` may
 /// borrow is in use, and the token must implement this trait for that one lifetime.
-pub unsafe trait ScopeLifetime<'scope>: ScopeToken {}
+pub unsafe trait ScopeLifetime<'scope>: ScopeToken + 'scope {}
 
 /// One operation's association with a scope. Dropping it dissociates: the scope's count
 /// goes down, and a waiting join may complete. Nothing the association protects may be
