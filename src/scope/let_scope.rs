@@ -42,7 +42,7 @@ use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::stop::{RawStopCallback, StopToken};
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, Ordering, UnsafeCell as SyncCell};
 
 use super::core::ScopeCore;
 use super::counter::{Home, JoinStart, Waiter};
@@ -170,7 +170,7 @@ pub struct LetScopeShared<Sch, E> {
     /// the operation until the final completion, after the join.
     props: *const (dyn Props + Sync),
     error_claimed: AtomicBool,
-    error: UnsafeCell<Option<E>>,
+    error: SyncCell<Option<E>>,
 }
 
 // SAFETY: shared by every thread that runs nested work. The scheduler is `Sync`; the
@@ -187,7 +187,7 @@ impl<Sch, E> LetScopeShared<Sch, E> {
         if !self.error_claimed.swap(true, Ordering::AcqRel) {
             // SAFETY: the swap makes this thread the only writer; the reader waits for
             // the join (see the `Sync` impl).
-            unsafe { *self.error.get() = Some(error) };
+            self.error.with_mut(|slot| unsafe { *slot = Some(error) });
         }
         self.core.stop.request_stop();
     }
@@ -396,7 +396,7 @@ pub struct LetTail<Sch, E, V2, R> {
     rcvr: UnsafeCell<Option<R>>,
     shared: UnsafeCell<Option<LetScopeShared<Sch, E>>>,
     /// The returned sender's completion: `Some(v)` for a value, `None` for stopped.
-    result: UnsafeCell<Option<Option<V2>>>,
+    result: SyncCell<Option<Option<V2>>>,
     /// Forwards the outer stop request to the scope.
     stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
 }
@@ -417,16 +417,16 @@ impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
     unsafe fn finish(&self) {
         // SAFETY: the caller's contract: nothing else touches these cells any more. The
         // stop callback goes first (it may be running on another thread: its drop waits).
-        let (shared, result, rcvr) = unsafe {
+        // The shared state stays in place: the scope's core is released, so a token used
+        // from now on (none can be: see `LetScopeToken`) would fail to associate.
+        let (result, rcvr) = unsafe {
             *self.stop_cb.get() = None;
-            (
-                (*self.shared.get()).take().expect("let_async_scope: scope"),
-                (*self.result.get()).take(),
-                (*self.rcvr.get()).take().expect("let_async_scope: completes once"),
-            )
+            (self.result.with_mut(|r| (*r).take()), (*self.rcvr.get()).take().expect("let_async_scope: completes once"))
         };
+        let shared = self.shared();
         let panic = shared.core.take_panic();
-        let error = shared.error.into_inner();
+        // SAFETY: the join ordered every write of the slot before this read.
+        let error = shared.error.with_mut(|e| unsafe { (*e).take() });
         shared.core.release();
         match (panic, error, result) {
             (Some(p), _, _) => rcvr.set_panic(p),
@@ -491,7 +491,7 @@ impl<Sch, E, V2, R> LetResult<Sch, E, V2, R> {
     fn store(self, result: Option<V2>) {
         // SAFETY: only this receiver writes the result, once; the final completion reads
         // it after the join, which waits for the association dropped right after.
-        unsafe { *(*self.tail).result.get() = Some(result) };
+        unsafe { (*self.tail).result.with_mut(|r| *r = Some(result)) };
     }
 }
 
@@ -656,7 +656,7 @@ where
                 sched: env.scheduler(),
                 props,
                 error_claimed: AtomicBool::new(false),
-                error: UnsafeCell::new(None),
+                error: SyncCell::new(None),
             });
             // Forward the outer stop request to the scope's source. The token borrows the
             // outer environment, which outlives the callback (dropped by `finish` first).
@@ -747,7 +747,7 @@ where
                 tail: LetTail {
                     rcvr: UnsafeCell::new(Some(receiver)),
                     shared: UnsafeCell::new(None),
-                    result: UnsafeCell::new(None),
+                    result: SyncCell::new(None),
                     stop_cb: UnsafeCell::new(None),
                 },
                 f: UnsafeCell::new(Some(self.f)),
