@@ -534,3 +534,47 @@ fn many_scopes_in_a_row_recycle_their_cores() {
     }
     assert_eq!(n.load(Ordering::Relaxed), 2_000);
 }
+
+// ---------------------------------------------------------------------------------------
+// Other owners: a let-scope spawned into a counting scope, and let-scopes nested in
+// let-scopes (the inner one borrowing the outer one's value).
+
+#[test]
+fn a_let_scope_spawned_into_a_counting_scope_completes_inline_without_a_scheduler() {
+    static HITS: AtomicUsize = AtomicUsize::new(0);
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let scope = CountingScope::new();
+    // The spawned work's environment has no scheduler: the let-scope completes on the
+    // thread that ends its last piece of work.
+    let work = just(vec![1usize, 2, 3]).let_async_scope(move |tk, v| {
+        let v: &Vec<usize> = v;
+        for x in v {
+            spawn(schedule(&sch).then(move |()| HITS.fetch_add(*x, Ordering::SeqCst)).then(|_| ()), tk);
+        }
+    });
+    assert!(spawn(work, scope.token()));
+    sync_wait(scope.join()).unwrap();
+    assert_eq!(HITS.load(Ordering::SeqCst), 6);
+}
+
+#[test]
+fn nested_let_scopes_borrow_the_outer_value() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let sum = AtomicUsize::new(0);
+    let (sch, sum_ref) = (&sch, &sum);
+    let v = sync_wait(just(vec![10usize, 20]).let_async_scope(|outer, v| {
+        let v: &Vec<usize> = v;
+        for x in v {
+            let inner = just(*x).let_async_scope(move |inner_tk, y| {
+                let y: &usize = y;
+                spawn(schedule(sch).then(move |()| sum_ref.fetch_add(*x + *y, Ordering::SeqCst)).then(|_| ()), inner_tk);
+            });
+            spawn(inner, outer);
+        }
+        just(v.len())
+    }));
+    assert_eq!(v.unwrap(), Some(2));
+    assert_eq!(sum.load(Ordering::SeqCst), 60);
+}
