@@ -134,3 +134,21 @@ fn scope_handles_tokens_and_futures_cross_threads() {
     drop(fut);
     senders::sync_wait(scope.join()).unwrap();
 }
+
+#[test]
+fn let_scope_tokens_senders_and_operations_cross_threads() {
+    fn assert_copy_send_sync<T: Copy + Send + Sync>(_: &T) {}
+    let pool = senders::StaticThreadPool::new(1).unwrap();
+    let sch = pool.scheduler();
+    let data = vec![1, 2, 3];
+    let data = &data;
+    let work = just(5).let_async_scope(|tk, five| {
+        assert_copy_send_sync(&tk);
+        let five: &i32 = five;
+        senders::spawn(senders::schedule(&sch).then(move |()| assert_eq!(data.len() as i32 + 2, *five)), tk);
+        just(*five)
+    });
+    assert_send_val(&work);
+    assert_send_val(&just(5).let_async_scope(|_, v: &mut i32| just(*v)).connect(Probe));
+    assert_eq!(senders::sync_wait(work).unwrap(), Some(5));
+}

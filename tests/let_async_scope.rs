@@ -569,7 +569,10 @@ fn nested_let_scopes_borrow_the_outer_value() {
         for x in v {
             let inner = just(*x).let_async_scope(move |inner_tk, y| {
                 let y: &usize = y;
-                spawn(schedule(sch).then(move |()| sum_ref.fetch_add(*x + *y, Ordering::SeqCst)).then(|_| ()), inner_tk);
+                spawn(
+                    schedule(sch).then(move |()| sum_ref.fetch_add(*x + *y, Ordering::SeqCst)).then(|_| ()),
+                    inner_tk,
+                );
             });
             spawn(inner, outer);
         }
