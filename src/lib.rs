@@ -79,3 +79,8 @@ pub use scope::{
 pub use sender::{OperationState, Sender, SenderTo};
 pub use spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
