@@ -8,11 +8,12 @@ use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::transfer::{ScheduleFrom, schedule_from};
 use crate::adaptors::write_env::{Prop, WriteEnv};
+use crate::bridge::{AwaitReceiver, SenderFuture};
 use crate::domain::MaybeDomain;
 use crate::env::Query;
 use crate::scheduler::{MaybeScheduler, Scheduler};
 use crate::scope::{self, IntoScopeSender, LetAsyncScope, LetScopeToken};
-use crate::sender::Sender;
+use crate::sender::{Sender, SenderTo};
 
 /// Adaptor methods for every [`Sender`]. Each returns a named `#[must_use]` sender type
 /// (or, for the customizable algorithms, whatever the predecessor's domain turns the
@@ -176,6 +177,22 @@ pub trait SenderExt: Sender {
         Sch: MaybeScheduler,
     {
         scope::let_async_scope(self, f)
+    }
+
+    /// The sender as a [`Future`](std::future::Future) for any executor: see
+    /// [`into_awaitable`](crate::into_awaitable()). It resolves to `Some(Ok(v))`,
+    /// `Some(Err(e))`, or `None` when stopped; dropping it requests stop.
+    ///
+    /// ```
+    /// use senders::{SenderExt, just};
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// assert_eq!(rt.block_on(just(2).then(|x| x * 21).into_awaitable()), Some(Ok(42)));
+    /// ```
+    fn into_awaitable(self) -> SenderFuture<Self>
+    where
+        Self: SenderTo<AwaitReceiver<<Self as Sender>::Value, <Self as Sender>::Error>> + 'static,
+    {
+        crate::bridge::into_awaitable(self)
     }
 
     /// `into_variant(sndr)`: the identity on values here, since a sender has exactly

@@ -12,6 +12,7 @@
 
 mod adaptors;
 mod block;
+mod bridge;
 mod consumers;
 mod domain;
 mod env;
@@ -52,6 +53,7 @@ pub use adaptors::when_all::{
     WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, start_erased, when_all, when_all_with_variant,
 };
 pub use adaptors::write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
+pub use bridge::{AwaitReceiver, FromFuture, FromFutureOp, PollHop, SenderFuture, from_future, into_awaitable};
 pub use consumers::sync_wait::{SyncWaitEnv, SyncWaitReceiver, sync_wait};
 pub use domain::{
     CommonDomain, DefaultDomain, Domain, EarlyDomain, LateDomain, MaybeDomain, NoDomain, apply_sync_wait, transform_env,

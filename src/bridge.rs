@@ -1,0 +1,673 @@
+//! Bridges between senders and Rust futures, both ways.
+//!
+//! - [`into_awaitable`] (and [`SenderExt::into_awaitable`](crate::SenderExt::into_awaitable)):
+//!   a `'static` sender as a [`Future`], awaitable from any executor.
+//! - [`from_future`]: a future as a sender, polled on the receiver's scheduler.
+//!
+//! # Sender → future
+//!
+//! The first poll connects the sender into one heap block shared by the future and the
+//! running operation, and starts it there. The block holds the operation, its result,
+//! the waker of the last poll and a stop source (the operation's stop token). A reference
+//! count of two (the future's and the operation's) decides who frees the block, so
+//! dropping the future while the operation runs requests stop and leaves the memory to
+//! the operation. The sender must be `'static`: a future can be leaked while its operation
+//! runs on another thread, and nothing may then be borrowed.
+//!
+//! # Future → sender
+//!
+//! The operation holds the pinned future. Each poll runs on the receiver's scheduler
+//! (inline when its environment has none). The waker is a reference-counted handle that
+//! may outlive the operation; it schedules a poll through this state machine:
+//!
+//! | state | meaning | `wake` | the poll |
+//! |---|---|---|---|
+//! | `IDLE` | the future returned `Pending` | → `SCHEDULED`, schedules a poll | — |
+//! | `SCHEDULED` | a poll is on its way | nothing | → `POLLING` |
+//! | `POLLING` | being polled | → `POLLING \| WOKEN` | `Pending`: → `IDLE`, or polls again if `WOKEN` |
+//! | `DEAD` | completed (value or stopped) | nothing | — |
+//!
+//! The operation completes only from a poll (the owner of `POLLING`), so a waker that wins
+//! `IDLE → SCHEDULED` always finds the operation alive. A stop request on the receiver's
+//! token sets a flag and wakes: the next poll drops the future and completes stopped.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::marker::PhantomPinned;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::task::{Context, Poll, Wake, Waker};
+
+use crate::domain::NoDomain;
+use crate::env::{EmptyEnv, Env};
+use crate::panic::{Panic, catch};
+use crate::receiver::Receiver;
+use crate::scheduler::NoScheduler;
+use crate::scope::HopTo;
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
+
+// ---------------------------------------------------------------------------------------
+// Sender → future
+
+/// How the operation ended.
+enum Outcome<V, E> {
+    Value(V),
+    Error(E),
+    Stopped,
+    Panic(Panic),
+}
+
+/// The part of the block both sides know.
+struct Shared<V, E> {
+    /// The result and the waker of the last poll, under one lock.
+    slot: Mutex<Slot<V, E>>,
+    /// The operation's stop token; dropping the future requests stop here.
+    stop: InplaceStopSource,
+    /// The future's and the operation's references; whoever drops the last frees.
+    refs: AtomicUsize,
+    /// Drops the operation (if it was written) and frees the block.
+    free: unsafe fn(NonNull<Shared<V, E>>),
+}
+
+struct Slot<V, E> {
+    outcome: Option<Outcome<V, E>>,
+    done: bool,
+    waker: Option<Waker>,
+}
+
+#[repr(C)]
+struct Block<V, E, Op> {
+    shared: Shared<V, E>,
+    op: MaybeUninit<Op>,
+    started: bool,
+}
+
+impl<V, E> Shared<V, E> {
+    /// Drops one reference; the last one frees the block.
+    ///
+    /// # Safety
+    ///
+    /// `this` is a live block and the caller owns one of its references, which it does
+    /// not use again.
+    unsafe fn release(this: NonNull<Self>) {
+        // SAFETY: the caller's reference keeps the block alive until this decrement.
+        let last = unsafe { this.as_ref() }.refs.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
+            // SAFETY: no reference is left; `free` matches the block's type.
+            unsafe { (this.as_ref().free)(this) }
+        }
+    }
+}
+
+/// # Safety
+///
+/// `shared` heads a `Block<V, E, Op>` with no reference left; called once.
+unsafe fn free_block<V, E, Op>(shared: NonNull<Shared<V, E>>) {
+    let block = shared.cast::<Block<V, E, Op>>();
+    // SAFETY: the caller's contract: the block is ours alone; the operation was written
+    // iff it was started, and is dropped once; then the rest, then the memory.
+    unsafe {
+        if (*block.as_ptr()).started {
+            (*block.as_ptr()).op.assume_init_drop();
+        }
+        std::ptr::drop_in_place(&raw mut (*block.as_ptr()).shared);
+        crate::block::free(block);
+    }
+}
+
+/// The receiver of an awaited sender: stores the outcome and wakes the future.
+pub struct AwaitReceiver<V, E> {
+    shared: NonNull<Shared<V, E>>,
+}
+
+// SAFETY: completes on any thread; the outcome (`V`, `E`: `Send`) is handed over under the
+// slot's lock, and the block stays alive through the operation's reference.
+unsafe impl<V: Send, E: Send> Send for AwaitReceiver<V, E> {}
+// SAFETY: a shared reference only reaches the environment (the stop source, `Sync`).
+unsafe impl<V, E> Sync for AwaitReceiver<V, E> {}
+
+impl<V, E> AwaitReceiver<V, E> {
+    fn complete(self, outcome: Outcome<V, E>) {
+        // SAFETY: the operation's reference keeps the block alive until `release`.
+        let shared = unsafe { self.shared.as_ref() };
+        let waker = {
+            let mut slot = lock(&shared.slot);
+            slot.outcome = Some(outcome);
+            slot.done = true;
+            slot.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        // SAFETY: the operation's reference, given up here; the operation does not touch
+        // itself after calling its receiver, so the block may be freed now.
+        unsafe { Shared::release(self.shared) }
+    }
+}
+
+impl<V, E> Env for AwaitReceiver<V, E> {
+    type Scheduler = NoScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        // SAFETY: the block outlives the operation and so this receiver.
+        unsafe { self.shared.as_ref() }.stop.token()
+    }
+}
+
+impl<V, E> Receiver<V, E> for AwaitReceiver<V, E> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        self.complete(Outcome::Value(value))
+    }
+    fn set_error(self, error: E) {
+        self.complete(Outcome::Error(error))
+    }
+    fn set_stopped(self) {
+        self.complete(Outcome::Stopped)
+    }
+    fn set_panic(self, panic: Panic) {
+        self.complete(Outcome::Panic(panic))
+    }
+}
+
+/// A sender awaited as a future: see [`into_awaitable`].
+///
+/// It resolves to `Some(Ok(value))`, `Some(Err(error))`, or `None` if the sender
+/// completed stopped; a panic in the sender resumes in the task that polls it.
+#[must_use = "futures do nothing unless polled"]
+pub struct SenderFuture<S: Sender> {
+    state: FutureState<S>,
+}
+
+enum FutureState<S: Sender> {
+    Unstarted(S),
+    Running(NonNull<Shared<S::Value, S::Error>>),
+    Finished,
+}
+
+// SAFETY: the future only moves the sender (`Send`) or touches the block through its
+// lock and atomics; the result types are `Send`.
+unsafe impl<S: Sender + Send> Send for SenderFuture<S>
+where
+    S::Value: Send,
+    S::Error: Send,
+{
+}
+
+impl<S: Sender> Unpin for SenderFuture<S> {}
+
+impl<S: Sender> std::fmt::Debug for SenderFuture<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.state {
+            FutureState::Unstarted(_) => "unstarted",
+            FutureState::Running(_) => "running",
+            FutureState::Finished => "finished",
+        };
+        f.debug_struct("SenderFuture").field("state", &state).finish()
+    }
+}
+
+/// Turns a `'static` sender into a [`Future`] that any executor can poll (P2300's
+/// `as_awaitable`, for Rust executors). The first poll starts the operation; it resolves
+/// to `Some(Ok(v))` for a value, `Some(Err(e))` for an error, `None` for stopped, and a
+/// panic in the sender resumes in the polling task.
+///
+/// Dropping the future requests stop on the operation, which keeps its memory until it
+/// completes. The sender must be `'static` because a future may be leaked while its
+/// operation runs.
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, schedule};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let work = schedule(&pool.scheduler()).then(|()| 6 * 7);
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert_eq!(rt.block_on(work.into_awaitable()), Some(Ok(42)));
+/// ```
+pub fn into_awaitable<S>(sndr: S) -> SenderFuture<S>
+where
+    S: SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>> + 'static,
+{
+    SenderFuture { state: FutureState::Unstarted(sndr) }
+}
+
+impl<S> SenderFuture<S>
+where
+    S: SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    /// Connects and starts the operation in a fresh block; returns the block.
+    fn start(sndr: S) -> NonNull<Shared<S::Value, S::Error>> {
+        type Op<S> = <S as SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>>::Operation;
+        let block = crate::block::new(Block::<S::Value, S::Error, Op<S>> {
+            shared: Shared {
+                slot: Mutex::new(Slot { outcome: None, done: false, waker: None }),
+                stop: InplaceStopSource::new(),
+                refs: AtomicUsize::new(2),
+                free: free_block::<S::Value, S::Error, Op<S>>,
+            },
+            op: MaybeUninit::uninit(),
+            started: false,
+        });
+        let shared = block.cast::<Shared<S::Value, S::Error>>();
+        // A panic in `connect` is the sender's: deliver it like one from the operation.
+        match catch(|| sndr.connect(AwaitReceiver { shared })) {
+            // SAFETY: the block is fresh and never moves; the operation is written once,
+            // marked started (so the block's free drops it), and started once in place.
+            Ok(op) => unsafe {
+                let b = block.as_ptr();
+                let op = (*b).op.write(op);
+                (*b).started = true;
+                Pin::new_unchecked(op).start();
+            },
+            Err(panic) => AwaitReceiver { shared }.set_panic(panic),
+        }
+        shared
+    }
+}
+
+impl<S> Future for SenderFuture<S>
+where
+    S: SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    type Output = Option<Result<S::Value, S::Error>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let shared = match std::mem::replace(&mut this.state, FutureState::Finished) {
+            FutureState::Unstarted(sndr) => Self::start(sndr),
+            FutureState::Running(shared) => shared,
+            FutureState::Finished => panic!("SenderFuture polled after completion"),
+        };
+        let outcome = {
+            // SAFETY: the future's reference keeps the block alive.
+            let mut slot = lock(&unsafe { shared.as_ref() }.slot);
+            if slot.done {
+                slot.outcome.take()
+            } else {
+                slot.waker = Some(cx.waker().clone());
+                None
+            }
+        };
+        let Some(outcome) = outcome else {
+            this.state = FutureState::Running(shared);
+            return Poll::Pending;
+        };
+        // SAFETY: the future's reference, given up once (the state is `Finished`).
+        unsafe { Shared::release(shared) };
+        Poll::Ready(match outcome {
+            Outcome::Value(v) => Some(Ok(v)),
+            Outcome::Error(e) => Some(Err(e)),
+            Outcome::Stopped => None,
+            Outcome::Panic(p) => p.resume(),
+        })
+    }
+}
+
+impl<S: Sender> Drop for SenderFuture<S> {
+    fn drop(&mut self) {
+        if let FutureState::Running(shared) = self.state {
+            // SAFETY: the future's reference keeps the block alive; the request may run
+            // the operation's stop callbacks here, which is what dropping asks for.
+            unsafe {
+                shared.as_ref().stop.request_stop();
+                Shared::release(shared);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Future → sender
+
+/// The sender of [`from_future`].
+#[must_use = "senders do nothing unless connected and started"]
+pub struct FromFuture<F> {
+    fut: F,
+}
+
+impl<F> std::fmt::Debug for FromFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FromFuture").finish_non_exhaustive()
+    }
+}
+
+/// Runs a Rust future as a sender: it completes with the future's output.
+///
+/// Every poll runs on the scheduler of the receiver's environment (inline on the waking
+/// thread if there is none); the future's waker schedules the next poll there. A stop
+/// request on the receiver's stop token drops the future at its next poll, without
+/// polling it, and completes stopped. A panic in `poll` completes with the panic.
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, from_future, starts_on, sync_wait};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let (tx, rx) = tokio::sync::oneshot::channel();
+/// std::thread::spawn(move || tx.send(41).unwrap());
+/// let fut = async move { rx.await.unwrap() + 1 };
+/// let v = sync_wait(starts_on(pool.scheduler(), from_future(fut)));
+/// assert_eq!(v.unwrap(), Some(42));
+/// ```
+pub fn from_future<F: Future>(fut: F) -> FromFuture<F> {
+    FromFuture { fut }
+}
+
+impl<F: Future> Sender for FromFuture<F> {
+    type Value = F::Output;
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+const IDLE: usize = 0;
+const SCHEDULED: usize = 1;
+const POLLING: usize = 2;
+const WOKEN: usize = 4;
+const DEAD: usize = 8;
+
+/// What a waker holds: the state word and, while the operation lives, how to schedule a
+/// poll of it.
+struct WakeShared {
+    state: AtomicUsize,
+    /// The operation, type-erased; valid while `state` is not `DEAD` (see the module docs).
+    op: *const (),
+    /// Schedules a poll of `op` (hop onto the scheduler, or poll inline).
+    schedule: unsafe fn(*const ()),
+}
+
+// SAFETY: `op` is only used by the thread that wins `IDLE → SCHEDULED`, while the
+// operation is alive (it completes only from a poll); the operation is `Send`.
+unsafe impl Send for WakeShared {}
+// SAFETY: as above: every access goes through the atomic state.
+unsafe impl Sync for WakeShared {}
+
+impl WakeShared {
+    fn wake_up(&self) {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match state {
+                IDLE => SCHEDULED,
+                POLLING => POLLING | WOKEN,
+                _ => return,
+            };
+            match self.state.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if next == SCHEDULED => {
+                    // SAFETY: winning `IDLE → SCHEDULED` means the operation is alive and
+                    // no poll is scheduled: this is the one that schedules it.
+                    return unsafe { (self.schedule)(self.op) };
+                }
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
+    }
+}
+
+/// The waker of a [`from_future`] operation.
+struct FutureWaker(Arc<WakeShared>);
+
+impl Wake for FutureWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.wake_up();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.wake_up();
+    }
+}
+
+/// What a scheduled poll delivers to the operation.
+enum Hop {
+    Poll,
+    Refused,
+    Panicked(Panic),
+}
+
+/// The receiver of the hop onto the scheduler: runs a poll there. It names the
+/// operation only by an erased pointer (the operation's type names the hop's).
+pub struct PollHop {
+    op: *const (),
+    run: unsafe fn(*const (), Hop),
+}
+
+// SAFETY: the hop runs the poll on the scheduler's thread; the operation it points to is
+// `Send` (its future and receiver are, by the `SenderTo` impl).
+unsafe impl Send for PollHop {}
+// SAFETY: a shared reference only reaches `env()`, a constant.
+unsafe impl Sync for PollHop {}
+
+impl Receiver<(), Infallible> for PollHop {
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
+    }
+    fn set_value(self, (): ()) {
+        // SAFETY: the scheduled poll; the operation is alive (not `DEAD`).
+        unsafe { (self.run)(self.op, Hop::Poll) }
+    }
+    fn set_error(self, error: Infallible) {
+        match error {}
+    }
+    fn set_stopped(self) {
+        // The scheduler refused the poll (e.g. a pool shutting down): stop the future.
+        // SAFETY: as above.
+        unsafe { (self.run)(self.op, Hop::Refused) }
+    }
+    fn set_panic(self, panic: Panic) {
+        // SAFETY: as above; the future is dropped and the panic delivered.
+        unsafe { (self.run)(self.op, Hop::Panicked(panic)) }
+    }
+}
+
+/// Requests the future's stop: sets the flag and wakes it.
+struct StopFuture(Arc<WakeShared>, *const AtomicBool);
+
+// SAFETY: the flag lives in the operation, which deregisters this callback before it
+// completes; the wake handle is `Send`.
+unsafe impl Send for StopFuture {}
+
+impl Invoke for StopFuture {
+    fn invoke(self) {
+        // SAFETY: the operation (and its flag) is alive while the callback is registered.
+        unsafe { (*self.1).store(true, Ordering::Release) };
+        self.0.wake_up();
+    }
+}
+
+type HopOp<F, R> = <<<R as Receiver<<F as Future>::Output, Infallible>>::Env as Env>::Scheduler as HopTo<PollHop>>::Op;
+
+/// The operation state of [`from_future`].
+pub struct FromFutureOp<F: Future, R: Receiver<F::Output, Infallible>>
+where
+    <R::Env as Env>::Scheduler: HopTo<PollHop>,
+{
+    fut: std::cell::UnsafeCell<Option<F>>,
+    rcvr: std::cell::UnsafeCell<Option<R>>,
+    wake: Option<Arc<WakeShared>>,
+    waker: Option<Waker>,
+    stop_flag: AtomicBool,
+    stop_cb: std::cell::UnsafeCell<Option<RawStopCallback<'static, StopFuture>>>,
+    hop: std::cell::UnsafeCell<Option<HopOp<F, R>>>,
+    hop_panic: std::cell::UnsafeCell<Option<Panic>>,
+    _pin: PhantomPinned,
+}
+
+impl<F, R> SenderTo<R> for FromFuture<F>
+where
+    F: Future + Send,
+    R: Receiver<F::Output, Infallible> + Send,
+    <R::Env as Env>::Scheduler: HopTo<PollHop>,
+{
+    type Operation = FromFutureOp<F, R>;
+    fn connect(self, receiver: R) -> FromFutureOp<F, R> {
+        FromFutureOp {
+            fut: std::cell::UnsafeCell::new(Some(self.fut)),
+            rcvr: std::cell::UnsafeCell::new(Some(receiver)),
+            wake: None,
+            waker: None,
+            stop_flag: AtomicBool::new(false),
+            stop_cb: std::cell::UnsafeCell::new(None),
+            hop: std::cell::UnsafeCell::new(None),
+            hop_panic: std::cell::UnsafeCell::new(None),
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+impl<F: Future, R: Receiver<F::Output, Infallible>> FromFutureOp<F, R>
+where
+    <R::Env as Env>::Scheduler: HopTo<PollHop>,
+{
+    /// Schedules a poll: a hop onto the receiver's scheduler, or a poll right here.
+    ///
+    /// # Safety
+    ///
+    /// `op` is a started, live operation, and the caller won `IDLE → SCHEDULED`.
+    unsafe fn schedule(op: *const ()) {
+        let this = op.cast::<Self>();
+        // SAFETY: the caller's contract; only the scheduling side touches the hop slot,
+        // and the previous hop has completed (its poll ran before `IDLE`).
+        unsafe {
+            let rcvr = (*(*this).rcvr.get()).as_ref().expect("from_future: receiver");
+            match rcvr.env().scheduler().hop(PollHop { op, run: Self::hopped }) {
+                Some(hop) => Pin::new_unchecked((*(*this).hop.get()).insert(hop)).start(),
+                None => Self::run(this),
+            }
+        }
+    }
+
+    /// The hop's completion.
+    ///
+    /// # Safety
+    ///
+    /// As for `run`; `op` is the operation.
+    unsafe fn hopped(op: *const (), hop: Hop) {
+        let this = op.cast::<Self>();
+        // SAFETY: the scheduled poll owns the flags until it polls.
+        unsafe {
+            match hop {
+                Hop::Poll => {}
+                Hop::Refused => (*this).stop_flag.store(true, Ordering::Release),
+                Hop::Panicked(p) => *(*this).hop_panic.get() = Some(p),
+            }
+            Self::run(this)
+        }
+    }
+
+    /// A scheduled poll: polls until `Pending` without a new wake, or completes.
+    ///
+    /// # Safety
+    ///
+    /// `this` is live and in `SCHEDULED`, and this is the one poll scheduled.
+    unsafe fn run(this: *const Self) {
+        // SAFETY: the caller's contract.
+        let wake = unsafe { (*this).wake.as_ref() }.expect("from_future: started");
+        wake.state.store(POLLING, Ordering::Release);
+        loop {
+            // SAFETY: `POLLING` gives this thread the future, the receiver and the flags.
+            let stopping = unsafe { (*this).stop_flag.load(Ordering::Acquire) || (*(*this).hop_panic.get()).is_some() };
+            let polled = if stopping {
+                None
+            } else {
+                // SAFETY: as above; the future is pinned in the pinned operation.
+                let fut = unsafe { Pin::new_unchecked((*(*this).fut.get()).as_mut().expect("from_future: future")) };
+                // SAFETY: as above.
+                let waker = unsafe { (*this).waker.as_ref() }.expect("from_future: waker");
+                let mut cx = Context::from_waker(waker);
+                match catch(|| fut.poll(&mut cx)) {
+                    Ok(Poll::Pending) => Some(None),
+                    Ok(Poll::Ready(v)) => Some(Some(Ok(v))),
+                    Err(p) => Some(Some(Err(p))),
+                }
+            };
+            match polled {
+                Some(None) => {
+                    match wake.state.compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => return,
+                        // Woken during the poll: poll again (a loop, not a recursion).
+                        Err(_) => wake.state.store(POLLING, Ordering::Release),
+                    }
+                }
+                // SAFETY: this thread owns `POLLING`; the operation completes once.
+                Some(Some(result)) => return unsafe { Self::complete(this, Some(result)) },
+                // SAFETY: as above.
+                None => return unsafe { Self::complete(this, None) },
+            }
+        }
+    }
+
+    /// Completes: drops the future, marks the wake handle dead, deregisters the stop
+    /// callback, then calls the receiver.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `POLLING`; called once.
+    unsafe fn complete(this: *const Self, result: Option<Result<F::Output, Panic>>) {
+        // SAFETY: the caller's contract. The future is dropped before the receiver runs.
+        // `DEAD` keeps later wakes away from the operation. The stop callback may be the
+        // caller of this very poll (inline, without a scheduler): dropping one's own
+        // registration from inside it is allowed.
+        let (rcvr, hop_panic) = unsafe {
+            *(*this).fut.get() = None;
+            (*this).wake.as_ref().expect("from_future: started").state.store(DEAD, Ordering::Release);
+            *(*this).stop_cb.get() = None;
+            ((*(*this).rcvr.get()).take().expect("from_future: completes once"), (*(*this).hop_panic.get()).take())
+        };
+        match (hop_panic, result) {
+            (Some(p), _) => rcvr.set_panic(p),
+            (None, Some(Ok(v))) => rcvr.set_value(v),
+            (None, Some(Err(p))) => rcvr.set_panic(p),
+            (None, None) => rcvr.set_stopped(),
+        }
+    }
+}
+
+impl<F: Future, R: Receiver<F::Output, Infallible>> OperationState for FromFutureOp<F, R>
+where
+    <R::Env as Env>::Scheduler: HopTo<PollHop>,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: nothing is moved out of the pinned operation.
+        let this: *mut Self = unsafe { self.get_unchecked_mut() };
+        let wake = Arc::new(WakeShared {
+            state: AtomicUsize::new(SCHEDULED),
+            op: this.cast_const().cast(),
+            schedule: Self::schedule,
+        });
+        // SAFETY: before the first poll nothing else touches the operation; the stop
+        // token borrows the receiver's env, which lives in this pinned operation and
+        // outlives the callback (dropped by `complete` before the receiver is taken).
+        unsafe {
+            (*this).waker = Some(Waker::from(std::sync::Arc::new(FutureWaker(wake.clone()))));
+            (*this).wake = Some(wake.clone());
+            let token = (*(*this).rcvr.get()).as_ref().expect("from_future: receiver").env().stop_token();
+            let token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>(token);
+            let flag = &raw const (*this).stop_flag;
+            let cb = (*(*this).stop_cb.get()).insert(RawStopCallback::new(token, StopFuture(wake, flag)));
+            // A stop requested already runs the callback here: it sets the flag, and its
+            // wake finds `SCHEDULED` and does nothing; the first poll sees the flag.
+            Pin::new_unchecked(cb).register();
+            // The first poll, scheduled like every other.
+            Self::schedule(this.cast_const().cast());
+        }
+    }
+}
+
+// SAFETY: the future, the receiver and the hop's operation are `Send`; the cells are
+// handed between threads through the wake state's acquire-release transitions.
+unsafe impl<F: Future + Send, R: Receiver<F::Output, Infallible> + Send> Send for FromFutureOp<F, R>
+where
+    <R::Env as Env>::Scheduler: HopTo<PollHop>,
+    HopOp<F, R>: Send,
+{
+}
