@@ -671,3 +671,116 @@ where
     HopOp<F, R>: Send,
 {
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The `into_awaitable` block under loom: the future's drop, or its second poll,
+    //! racing the operation's completion on another thread.
+    use super::*;
+    use crate::sync::thread;
+    use loom::sync::atomic::AtomicUsize as Count;
+    use std::task::Wake;
+
+    /// A value that counts its drops.
+    struct Counted(Arc<Count>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    type Rcvr = AwaitReceiver<Counted, ()>;
+    type Handle = Arc<Mutex<Option<Rcvr>>>;
+
+    /// A sender whose operation hands its receiver to the model, which completes it on
+    /// another thread.
+    struct Handoff(Handle);
+    struct HandoffOp(Handle, Option<Rcvr>);
+
+    impl Sender for Handoff {
+        type Value = Counted;
+        type Error = ();
+        const SENDS_STOPPED: bool = false;
+        type Domain = NoDomain;
+        type CompletionScheduler = NoScheduler;
+        fn completion_scheduler(&self) -> NoScheduler {
+            NoScheduler
+        }
+    }
+    impl SenderTo<Rcvr> for Handoff {
+        type Operation = HandoffOp;
+        fn connect(self, rcvr: Rcvr) -> HandoffOp {
+            HandoffOp(self.0, Some(rcvr))
+        }
+    }
+    impl OperationState for HandoffOp {
+        unsafe fn start(self: Pin<&mut Self>) {
+            // SAFETY: nothing is structurally pinned.
+            let this = unsafe { self.get_unchecked_mut() };
+            *lock(&this.0) = this.1.take();
+        }
+    }
+
+    /// A waker that counts its wakes.
+    struct CountWakes(Count);
+    impl Wake for CountWakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn complete_on_another_thread(handle: &Handle, drops: &Arc<Count>) -> thread::JoinHandle<()> {
+        let rcvr = lock(handle).take().expect("the first poll started the operation");
+        let drops = drops.clone();
+        thread::spawn(move || rcvr.set_value(Counted(drops)))
+    }
+
+    #[test]
+    fn dropping_the_future_races_the_completion() {
+        loom::model(|| {
+            let handle: Handle = Arc::new(Mutex::new(None));
+            let drops = Arc::new(Count::new(0));
+            let mut fut = into_awaitable(Handoff(handle.clone()));
+            let wakes = std::sync::Arc::new(CountWakes(Count::new(0)));
+            let waker = Waker::from(wakes.clone());
+            assert!(Pin::new(&mut fut).poll(&mut Context::from_waker(&waker)).is_pending());
+            let worker = complete_on_another_thread(&handle, &drops);
+            drop(fut);
+            worker.join().unwrap();
+            // The block was freed exactly once, by whichever side finished last: the
+            // value (never taken) is dropped with it.
+            assert_eq!(drops.load(Ordering::Acquire), 1);
+        });
+    }
+
+    #[test]
+    fn a_second_poll_races_the_completion_without_losing_the_wake() {
+        loom::model(|| {
+            let handle: Handle = Arc::new(Mutex::new(None));
+            let drops = Arc::new(Count::new(0));
+            let mut fut = into_awaitable(Handoff(handle.clone()));
+            let wakes = std::sync::Arc::new(CountWakes(Count::new(0)));
+            let waker = Waker::from(wakes.clone());
+            let mut cx = Context::from_waker(&waker);
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            let worker = complete_on_another_thread(&handle, &drops);
+            let second = Pin::new(&mut fut).poll(&mut cx);
+            worker.join().unwrap();
+            let value = match second {
+                Poll::Ready(v) => v,
+                Poll::Pending => {
+                    // Pending: the completion came after the waker was stored, so it woke.
+                    assert!(wakes.0.load(Ordering::Acquire) >= 1, "lost wake-up");
+                    match Pin::new(&mut fut).poll(&mut cx) {
+                        Poll::Ready(v) => v,
+                        Poll::Pending => panic!("completed, yet pending"),
+                    }
+                }
+            };
+            assert!(matches!(value, Some(Ok(_))));
+            drop(value);
+            drop(fut);
+            assert_eq!(drops.load(Ordering::Acquire), 1);
+        });
+    }
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the loom model-checking tests with the CI settings: the integration targets
 # tests/loom_*.rs and the models inside the library, which need crate internals: the
-# pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs)
-# and the spawn_future race (src/scope/future.rs).
+# pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs),
+# the spawn_future race (src/scope/future.rs), let_async_scope's error, panic and stop
+# paths (src/scope/let_scope.rs), and the sender-as-future block (src/bridge.rs).
 #
 #   tools/loom.sh                  # every loom test target
 #   tools/loom.sh register_races   # extra arguments go to `cargo test` (here: a filter)
