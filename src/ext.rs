@@ -14,6 +14,7 @@ use crate::env::Query;
 use crate::scheduler::{MaybeScheduler, Scheduler};
 use crate::scope::{self, IntoScopeSender, LetAsyncScope, LetScopeToken};
 use crate::sender::{Sender, SenderTo};
+use crate::task::{AwaitRcvr, Awaited};
 
 /// Adaptor methods for every [`Sender`]. Each returns a named `#[must_use]` sender type
 /// (or, for the customizable algorithms, whatever the predecessor's domain turns the
@@ -193,6 +194,23 @@ pub trait SenderExt: Sender {
         Self: SenderTo<AwaitReceiver<<Self as Sender>::Value, <Self as Sender>::Error>> + 'static,
     {
         crate::bridge::into_awaitable(self)
+    }
+
+    /// Awaits this sender inside a [`Task`](crate::Task): `.await` does this for the
+    /// crate's own senders; call it for senders of other crates (the orphan rule keeps
+    /// this crate from implementing `IntoFuture` for them).
+    ///
+    /// ```
+    /// use senders::{SenderExt, Task, just, sync_wait};
+    /// use std::convert::Infallible;
+    /// let t = Task::<_, Infallible>::new(async { Ok(just(6).then(|x| x * 7).awaited().await? ) });
+    /// assert_eq!(sync_wait(t).unwrap(), Some(42));
+    /// ```
+    fn awaited(self) -> Awaited<Self>
+    where
+        Self: SenderTo<AwaitRcvr<<Self as Sender>::Value, <Self as Sender>::Error>>,
+    {
+        crate::task::awaited(self)
     }
 
     /// `into_variant(sndr)`: the identity on values here, since a sender has exactly

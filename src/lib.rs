@@ -28,6 +28,7 @@ mod sender;
 mod spawn;
 mod stop;
 mod sync;
+mod task;
 
 pub use adaptors::bulk::{
     Bulk, BulkEach, BulkEachFn, BulkEachImpl, BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver,
@@ -81,6 +82,10 @@ pub use scope::{
 pub use sender::{OperationState, Sender, SenderTo};
 pub use spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};
+pub use task::{
+    AwaitNode, AwaitRcvr, Awaited, ChangeScheduler, ErasedScheduleReceiver, Task, TaskCtx, TaskHome, TaskHop, TaskOp,
+    TaskScheduleOp, TaskScheduleSender, TaskScheduler, awaited, change_scheduler,
+};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -16,6 +16,13 @@ pub trait Scheduler: Clone + PartialEq + Send + Sync + 'static {
 
     /// A sender that completes on this scheduler's execution resource.
     fn schedule(&self) -> Self::Sender;
+
+    /// Whether the calling thread already runs on this scheduler's execution resource, so
+    /// that work meant for it may run right here (a [`Task`](crate::Task) resumes inline
+    /// then instead of rescheduling). `false` when unknown, which is always safe.
+    fn is_current(&self) -> bool {
+        false
+    }
 }
 
 /// Either a [`Scheduler`] or [`NoScheduler`]: the type-level optional used by

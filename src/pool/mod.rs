@@ -242,6 +242,9 @@ impl Scheduler for PoolScheduler {
     fn schedule(&self) -> PoolSender {
         PoolSender { sch: self.clone() }
     }
+    fn is_current(&self) -> bool {
+        WorkerThread::current_of(&self.registry).is_some()
+    }
 }
 
 /// The sender of `PoolScheduler::schedule()`: completes on a worker of the pool.

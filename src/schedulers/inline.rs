@@ -27,6 +27,9 @@ impl Scheduler for InlineScheduler {
     fn schedule(&self) -> InlineSender {
         InlineSender
     }
+    fn is_current(&self) -> bool {
+        true
+    }
 }
 
 /// The sender of `InlineScheduler::schedule()`.

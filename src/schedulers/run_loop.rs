@@ -218,6 +218,9 @@ impl Scheduler for RunLoopScheduler {
     fn schedule(&self) -> RunLoopSender {
         RunLoopSender { sch: self.clone() }
     }
+    fn is_current(&self) -> bool {
+        RunLoopScheduler::is_current(self)
+    }
 }
 
 /// The sender of `RunLoopScheduler::schedule()`.

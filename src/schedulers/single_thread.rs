@@ -114,6 +114,9 @@ impl<D: MaybeDomain> Scheduler for SingleThreadScheduler<D> {
     fn schedule(&self) -> SingleThreadSender<D> {
         SingleThreadSender { inner: self.sch.schedule(), sch: self.clone() }
     }
+    fn is_current(&self) -> bool {
+        self.sch.is_current()
+    }
 }
 
 /// The sender of `SingleThreadScheduler::schedule()`.

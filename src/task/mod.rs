@@ -1,0 +1,1104 @@
+//! `Task` (P3552): a lazy sender written as an `async` block, which awaits senders.
+//!
+//! A [`Task`] is one heap block (its *frame*, recycled per thread like spawn blocks)
+//! holding a Rust future. Connecting and starting it polls the future on the thread that
+//! starts it. Inside, `.await` on a sender of this crate (or on
+//! [`awaited(sndr)`](crate::SenderExt::awaited) for any sender) returns `Ok(value)` or
+//! `Err(error)`; a stopped sender completes the task stopped without resuming it, and a
+//! panic completes it with the panic.
+//!
+//! # The deferred start
+//!
+//! Awaiting a sender does not start it. The first poll of an [`Awaited`] connects the
+//! sender inside itself (pinned in the frame) and registers it with the running task.
+//! When the poll of the task's future returns `Pending`, the task starts every registered
+//! operation, and it polls the future again only once **all** of them have completed.
+//! So no awaited operation ever runs while the future runs: an awaited sender may
+//! borrow the future's locals, and leaking an [`Awaited`] mid-await (`mem::forget`)
+//! cannot let its operation outlive what it borrows, since the future is not resumed,
+//! and so cannot return and drop its locals, until that operation has completed. Several
+//! senders awaited together (e.g. by a `join!` of futures) run concurrently.
+//!
+//! # States
+//!
+//! One atomic word: the number of started awaited operations not yet completed, a
+//! `RUNNING` bit (someone is polling, or starting the registered operations, or about
+//! to), and a `WOKEN` bit (a waker fired while `RUNNING`).
+//!
+//! | event | transition | then |
+//! |---|---|---|
+//! | the runner polls: `Ready` | — | completes (the count is 0) |
+//! | the runner polls: `Pending` | count += one per registered operation, each started | — |
+//! | then, count 0 and (something started, or `WOKEN`) | stays `RUNNING`, clears `WOKEN` | polls again (a loop: inline completions cannot grow the stack) |
+//! | then, otherwise | clears `RUNNING` | returns |
+//! | an awaited operation completes | count −= 1; at 0 without `RUNNING`, sets `RUNNING` | resumes the task |
+//! | a waker fires | with `RUNNING` or a count: sets `WOKEN`; otherwise sets `RUNNING` | resumes the task |
+//!
+//! *Resuming* runs the poll loop inline if the calling thread is on the task's scheduler
+//! (or the environment has none, or it is the inline scheduler), and otherwise
+//! `schedule()`s it there (P3552 scheduler affinity, without the needless reschedule of
+//! stdexec #1634).
+//!
+//! # Environment
+//!
+//! Awaited senders see an environment with the task's scheduler, erased as a
+//! [`TaskScheduler`]; the pool's domain (which customizes `when_all` and `bulk` only
+//! when it runs on a pool worker, and is the default elsewhere, so that `when_all` of
+//! tasks forks on the pool); the receiver's user queries; and a stop token of the task's
+//! own, linked to the receiver's token on first use.
+
+mod scheduler;
+
+pub use scheduler::{ErasedScheduleReceiver, TaskScheduleOp, TaskScheduleSender, TaskScheduler};
+
+use std::any::{Any, TypeId};
+use std::cell::{Cell, UnsafeCell};
+use std::convert::Infallible;
+use std::future::{Future, IntoFuture};
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+use std::ptr::{self, NonNull};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+use crate::env::Env;
+use crate::panic::{Panic, catch};
+use crate::pool::PoolDomain;
+use crate::receiver::Receiver;
+use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
+use crate::scope::HopTo;
+use crate::scope::future::ForwardStop;
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::stop::{InplaceStopSource, RawStopCallback, StopToken};
+use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, lock};
+
+use scheduler::Scheduled;
+
+// ---------------------------------------------------------------------------------------
+// The frame
+
+/// The type-erased part of a frame: how to poll and drop the future inside.
+/// Polls the future behind a frame header.
+type PollFn<T, E> = unsafe fn(NonNull<Header<T, E>>, &mut Context<'_>) -> Poll<Result<T, E>>;
+
+#[repr(C)]
+struct Header<T, E> {
+    poll: PollFn<T, E>,
+    drop: unsafe fn(NonNull<Header<T, E>>),
+}
+
+#[repr(C)]
+struct Frame<T, E, F> {
+    header: Header<T, E>,
+    fut: F,
+}
+
+/// # Safety
+///
+/// `h` heads a live, pinned `Frame<T, E, F>`.
+unsafe fn poll_frame<T, E, F: Future<Output = Result<T, E>>>(
+    h: NonNull<Header<T, E>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, E>> {
+    // SAFETY: the caller's contract; the frame never moves (it is a heap block).
+    unsafe { Pin::new_unchecked(&mut (*h.cast::<Frame<T, E, F>>().as_ptr()).fut) }.poll(cx)
+}
+
+/// # Safety
+///
+/// `h` heads a live `Frame<T, E, F>` from `Task::new`; called once.
+unsafe fn drop_frame<T, E, F>(h: NonNull<Header<T, E>>) {
+    let frame = h.cast::<Frame<T, E, F>>();
+    // SAFETY: the caller's contract.
+    unsafe {
+        ptr::drop_in_place(frame.as_ptr());
+        crate::block::free(frame);
+    }
+}
+
+/// A lazy sender written as an `async` block (P3552's `task`/`lazy`).
+///
+/// The block returns `Result<T, E>`: `Ok(v)` completes with the value `v`, `Err(e)` with
+/// the error `e`. Inside it, `.await` on a sender returns `Result<Value, Error>` (so `?`
+/// works); a sender that completes stopped completes the task stopped without resuming it
+/// (`just_stopped::<(), E>().await` cancels); a panic, in the block or in an awaited
+/// sender, completes the task with that panic. Nothing runs until the task is started.
+///
+/// The task resumes on the scheduler of its receiver's environment (scheduler affinity),
+/// without rescheduling when an awaited sender completes there already; without a
+/// scheduler, or with [`InlineScheduler`](crate::InlineScheduler), it resumes inline.
+/// [`change_scheduler`] moves it. A loop of awaits that complete inline runs in constant
+/// stack.
+///
+/// One allocation per task: its frame, recycled per thread.
+///
+/// A task may borrow from its creator (`'a`): like every sender, it is started only by
+/// [`sync_wait`](crate::sync_wait), which blocks until it completes, or by an owner that
+/// outlives it (a scope's `spawn` requires the scope's lifetime).
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, Task, just, schedule, starts_on, sync_wait, when_all};
+/// use std::convert::Infallible;
+///
+/// fn fib(n: u32) -> Task<'static, u64> {
+///     Task::new(async move {
+///         if n < 2 {
+///             return Ok(n as u64);
+///         }
+///         // The pool's when_all forks the two children onto its workers.
+///         let (a, b) = when_all((fib(n - 1), fib(n - 2))).await?;
+///         Ok(a + b)
+///     })
+/// }
+///
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// assert_eq!(sync_wait(starts_on(pool.scheduler(), fib(20))).unwrap(), Some(6765));
+///
+/// let hello = Task::<_, Infallible>::new(async {
+///     let x = just(20).then(|x| x * 2).await?;
+///     Ok(x + 2)
+/// });
+/// assert_eq!(sync_wait(hello).unwrap(), Some(42));
+/// ```
+#[must_use = "senders do nothing unless connected and started"]
+pub struct Task<'a, T, E = Infallible> {
+    frame: NonNull<Header<T, E>>,
+    _borrow: PhantomData<&'a ()>,
+    _out: PhantomData<fn() -> (T, E)>,
+}
+
+// SAFETY: the frame holds a `Send` future (required by `new`) and nothing else.
+unsafe impl<T, E> Send for Task<'_, T, E> {}
+
+impl<T, E> std::fmt::Debug for Task<'_, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task").finish_non_exhaustive()
+    }
+}
+
+impl<'a, T, E> Task<'a, T, E> {
+    /// A task running `fut` when started.
+    pub fn new<F>(fut: F) -> Self
+    where
+        F: Future<Output = Result<T, E>> + Send + 'a,
+    {
+        let frame = crate::block::new(Frame {
+            header: Header { poll: poll_frame::<T, E, F>, drop: drop_frame::<T, E, F> },
+            fut,
+        });
+        Task { frame: frame.cast(), _borrow: PhantomData, _out: PhantomData }
+    }
+
+    fn into_frame(self) -> NonNull<Header<T, E>> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.frame
+    }
+}
+
+impl<T, E> Drop for Task<'_, T, E> {
+    fn drop(&mut self) {
+        // SAFETY: an unstarted task owns its frame and drops it once.
+        unsafe { (self.frame.as_ref().drop)(self.frame) }
+    }
+}
+
+impl<T, E> Sender for Task<'_, T, E> {
+    type Value = T;
+    type Error = E;
+    const SENDS_STOPPED: bool = true;
+    type Domain = crate::domain::NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The context awaited senders reach
+
+const RUNNING: usize = 1;
+const WOKEN: usize = 2;
+const ONE: usize = 4;
+
+const UNLINKED: u8 = 0;
+const LINKING: u8 = 1;
+const LINKED: u8 = 2;
+
+/// What awaited senders, their receivers and the task's wakers reach, whatever the task's
+/// receiver type. The first field of every task operation.
+#[repr(C)]
+pub struct TaskCtx {
+    state: AtomicUsize,
+    /// Registered, not yet started awaited operations (runner only).
+    pending: Cell<*mut AwaitNode>,
+    /// An awaited sender completed stopped.
+    stopped: AtomicBool,
+    /// The first panic of an awaited sender.
+    panic: Mutex<Option<Panic>>,
+    /// The task's stop source, linked lazily to the receiver's token.
+    stop: InplaceStopSource,
+    link: AtomicU8,
+    link_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    /// `change_scheduler` asked for a hop (runner only).
+    hop_requested: Cell<bool>,
+    /// The scheduler set by `change_scheduler` (written by the runner only).
+    moved_to: UnsafeCell<Option<TaskScheduler>>,
+    /// The handle clones of the waker share, made on first clone (runner only).
+    wake_handle: UnsafeCell<Option<std::sync::Arc<WakeHandle>>>,
+    /// The task operation's own functions.
+    vtable: &'static CtxVTable,
+}
+
+struct CtxVTable {
+    /// Runs the poll loop (the caller holds `RUNNING`).
+    run: unsafe fn(*const TaskCtx),
+    /// Resumes: inline if on the task's scheduler, else scheduled there (holds `RUNNING`).
+    resume: unsafe fn(*const TaskCtx),
+    /// The receiver's env: its stop token, user queries, and scheduler, erased.
+    stop_token: unsafe fn(*const TaskCtx) -> StopToken<'static>,
+    prop: unsafe fn(*const TaskCtx, TypeId) -> Option<*const (dyn Any + Send + Sync)>,
+    scheduler: unsafe fn(*const TaskCtx) -> TaskScheduler,
+}
+
+// SAFETY: the fields shared between threads are atomics, the mutex and the stop source;
+// the `Cell`/`UnsafeCell` fields are touched only by the thread holding `RUNNING` (the
+// link callback also by the one thread that wins `LINKING`), handed over through the
+// state word's acquire-release transitions.
+unsafe impl Sync for TaskCtx {}
+// SAFETY: as above.
+unsafe impl Send for TaskCtx {}
+
+thread_local! {
+    /// The task being polled on this thread, for the awaited senders it polls.
+    static CURRENT: Cell<*const TaskCtx> = const { Cell::new(ptr::null()) };
+}
+
+impl TaskCtx {
+    fn new(vtable: &'static CtxVTable) -> Self {
+        TaskCtx {
+            state: AtomicUsize::new(RUNNING),
+            pending: Cell::new(ptr::null_mut()),
+            stopped: AtomicBool::new(false),
+            panic: Mutex::new(None),
+            stop: InplaceStopSource::new(),
+            link: AtomicU8::new(UNLINKED),
+            link_cb: UnsafeCell::new(None),
+            hop_requested: Cell::new(false),
+            moved_to: UnsafeCell::new(None),
+            wake_handle: UnsafeCell::new(None),
+            vtable,
+        }
+    }
+
+    /// An awaited operation completed.
+    fn op_done(&self) {
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            debug_assert!(s >= ONE, "task: more completions than started awaits");
+            let mut next = s - ONE;
+            let claim = next < ONE && next & RUNNING == 0;
+            if claim {
+                next |= RUNNING;
+            }
+            match self.state.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire) {
+                // SAFETY: this thread now holds `RUNNING`.
+                Ok(_) if claim => return unsafe { (self.vtable.resume)(self) },
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// A waker fired. Returns whether this call claimed `RUNNING` (the caller resumes).
+    fn wake_claim(&self) -> bool {
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            let (next, claim) = if s & RUNNING != 0 || s >= ONE { (s | WOKEN, false) } else { (s | RUNNING, true) };
+            if next == s {
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return claim,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// The task's stop token, linked to the receiver's on first use.
+    fn stop_token(&self) -> StopToken<'_> {
+        loop {
+            match self.link.compare_exchange(UNLINKED, LINKING, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    // SAFETY: this thread won `LINKING`, the only writer of the callback
+                    // slot until the task completes; the receiver's token outlives the
+                    // callback (dropped by `finish` before the receiver is taken).
+                    unsafe {
+                        let outer = (self.vtable.stop_token)(self);
+                        if outer.stop_possible() {
+                            let cb =
+                                (*self.link_cb.get()).insert(RawStopCallback::new(outer, ForwardStop::new(&self.stop)));
+                            Pin::new_unchecked(cb).register();
+                        }
+                    }
+                    self.link.store(LINKED, Ordering::Release);
+                    break;
+                }
+                Err(LINKED) => break,
+                Err(_) => crate::sync::spin_wait(),
+            }
+        }
+        self.stop.token()
+    }
+}
+
+/// What clones of the task's waker hold: the task while it lives.
+struct WakeHandle {
+    task: Mutex<Option<*const TaskCtx>>,
+}
+
+// SAFETY: the pointer is used only under the lock, while the task is alive (the task
+// clears it, under the lock, before it completes).
+unsafe impl Send for WakeHandle {}
+// SAFETY: as above.
+unsafe impl Sync for WakeHandle {}
+
+impl std::task::Wake for WakeHandle {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref()
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        let claimed = {
+            let task = lock(&self.task);
+            // SAFETY: alive while the pointer is set (see above).
+            task.filter(|&t| unsafe { (*t).wake_claim() })
+        };
+        // Holding `RUNNING`, the task cannot complete: it is safe to use after the lock.
+        if let Some(t) = claimed {
+            // SAFETY: this thread holds `RUNNING`.
+            unsafe { ((*t).vtable.resume)(t) }
+        }
+    }
+}
+
+/// The waker handed to the task's future: a borrowed pointer to the task, cloned into a
+/// [`WakeHandle`] only when the future keeps it.
+static RAW_VTABLE: RawWakerVTable = RawWakerVTable::new(raw_clone, raw_wake, raw_wake, raw_drop);
+
+unsafe fn raw_clone(data: *const ()) -> RawWaker {
+    let ctx = data.cast::<TaskCtx>();
+    // SAFETY: the raw waker is only handed out in a poll, on the runner thread, which
+    // owns `wake_handle`.
+    let handle = unsafe {
+        (*(*ctx).wake_handle.get())
+            .get_or_insert_with(|| std::sync::Arc::new(WakeHandle { task: Mutex::new(Some(ctx)) }))
+            .clone()
+    };
+    let waker = Waker::from(handle);
+    let raw = RawWaker::new(waker.data(), waker.vtable());
+    std::mem::forget(waker);
+    raw
+}
+
+unsafe fn raw_wake(data: *const ()) {
+    // SAFETY: called during a poll (the runner holds `RUNNING`): it only records `WOKEN`.
+    let claimed = unsafe { (*data.cast::<TaskCtx>()).wake_claim() };
+    debug_assert!(!claimed, "the runner holds RUNNING during a poll");
+}
+
+unsafe fn raw_drop(_: *const ()) {}
+
+// ---------------------------------------------------------------------------------------
+// Awaiting a sender
+
+/// A registered awaited operation, linked in the task's pending list.
+#[repr(C)]
+pub struct AwaitNode {
+    next: *mut AwaitNode,
+    /// Starts the operation of the `Awaited` this node heads.
+    start: unsafe fn(*mut AwaitNode),
+    /// The task it is registered with; null once started or discarded.
+    ctx: *const TaskCtx,
+}
+
+/// A sender being awaited inside a [`Task`]: what `.await` on a sender makes.
+///
+/// It resolves to `Ok(value)` or `Err(error)`; a stopped or panicking sender completes the
+/// task instead (the future is not resumed). It must be polled by a [`Task`]: polled
+/// elsewhere it panics (use [`into_awaitable`](crate::into_awaitable()) for other
+/// executors).
+#[must_use = "futures do nothing unless awaited"]
+#[repr(C)]
+pub struct Awaited<S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>> {
+    node: AwaitNode,
+    sndr: Option<S>,
+    op: Option<S::Operation>,
+    result: UnsafeCell<Option<Result<S::Value, S::Error>>>,
+    _pin: PhantomPinned,
+}
+
+// SAFETY: moved between threads only before it is polled (then it is pinned in a frame
+// that a task moves as a whole): the sender, operation and results are `Send`.
+unsafe impl<S> Send for Awaited<S>
+where
+    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>> + Send,
+    S::Operation: Send,
+    S::Value: Send,
+    S::Error: Send,
+{
+}
+
+/// Awaits `sndr` inside a [`Task`]. `.await` on the crate's senders does this; use it for
+/// senders of other crates (or call [`SenderExt::awaited`](crate::SenderExt::awaited)).
+pub fn awaited<S>(sndr: S) -> Awaited<S>
+where
+    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    Awaited {
+        node: AwaitNode { next: ptr::null_mut(), start: start_node::<S>, ctx: ptr::null() },
+        sndr: Some(sndr),
+        op: None,
+        result: UnsafeCell::new(None),
+        _pin: PhantomPinned,
+    }
+}
+
+/// # Safety
+///
+/// `node` heads a pinned `Awaited<S>` whose operation is connected and not started; the
+/// caller holds the task's `RUNNING` and has counted the operation.
+unsafe fn start_node<S>(node: *mut AwaitNode)
+where
+    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    let this = node.cast::<Awaited<S>>();
+    // SAFETY: the caller's contract; the operation is pinned in the `Awaited`.
+    unsafe {
+        (*this).node.ctx = ptr::null();
+        Pin::new_unchecked((*this).op.as_mut().expect("awaited: connected")).start();
+    }
+}
+
+impl<S> Future for Awaited<S>
+where
+    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    type Output = Result<S::Value, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: the operation stays pinned in place; only `Option`s are taken.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some(sndr) = this.sndr.take() {
+            let ctx = CURRENT.with(Cell::get);
+            assert!(
+                !ctx.is_null(),
+                "senders: a sender was awaited outside a Task; use `into_awaitable()` to await it from another executor"
+            );
+            let rcvr = AwaitRcvr { result: this.result.get(), ctx };
+            // A panic in `connect` unwinds through this poll into the task's catch.
+            this.op = Some(sndr.connect(rcvr));
+            this.node.ctx = ctx;
+            // SAFETY: the runner thread owns the pending list during its poll.
+            unsafe {
+                this.node.next = (*ctx).pending.get();
+                (*ctx).pending.set(&mut this.node);
+            }
+            return Poll::Pending;
+        }
+        // SAFETY: the task polls only once every started operation has completed, so the
+        // result was written before this poll (acquire: the count's last decrement).
+        match unsafe { (*this.result.get()).take() } {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<S> Drop for Awaited<S>
+where
+    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    fn drop(&mut self) {
+        let ctx = self.node.ctx;
+        if ctx.is_null() {
+            return;
+        }
+        // Registered, never started: dropped during the poll that registered it, on the
+        // runner thread. Unlink it so the task does not start it.
+        let me: *mut AwaitNode = &mut self.node;
+        // SAFETY: the runner thread owns the pending list; every node in it is alive
+        // (dropped nodes unlink themselves here).
+        unsafe {
+            let mut link: *mut *mut AwaitNode = (*ctx).pending.as_ptr();
+            while !(*link).is_null() {
+                if *link == me {
+                    *link = (*me).next;
+                    return;
+                }
+                link = &raw mut (**link).next;
+            }
+        }
+    }
+}
+
+/// The receiver of an awaited sender: stores the result in its [`Awaited`] and tells the
+/// task. It is its own environment (see the module docs).
+pub struct AwaitRcvr<V, E> {
+    result: *mut Option<Result<V, E>>,
+    ctx: *const TaskCtx,
+}
+
+// SAFETY: completes on any thread: the result (`V`, `E`: `Send`) is read by the task only
+// after the count's last decrement (acquire-release); the context is `Sync`.
+unsafe impl<V: Send, E: Send> Send for AwaitRcvr<V, E> {}
+// SAFETY: a shared reference only reaches the environment, backed by the `Sync` context
+// and the receiver's `Sync` environment.
+unsafe impl<V, E> Sync for AwaitRcvr<V, E> {}
+
+impl<V, E> AwaitRcvr<V, E> {
+    fn ctx(&self) -> &TaskCtx {
+        // SAFETY: the task waits for this operation before it completes.
+        unsafe { &*self.ctx }
+    }
+}
+
+impl<V, E> Env for AwaitRcvr<V, E> {
+    type Scheduler = TaskScheduler;
+    type Domain = PoolDomain;
+    fn scheduler(&self) -> TaskScheduler {
+        // SAFETY: the task (and its receiver's env) outlives its awaited operations.
+        unsafe { (self.ctx().vtable.scheduler)(self.ctx) }
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.ctx().stop_token()
+    }
+    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        // SAFETY: as above; the answer borrows the receiver's env, which outlives `self`.
+        unsafe { (self.ctx().vtable.prop)(self.ctx, key).map(|p| &*p) }
+    }
+}
+
+impl<V, E> Receiver<V, E> for AwaitRcvr<V, E> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        // SAFETY: the `Awaited` is alive and pinned (the task waits for this operation)
+        // and nothing reads the slot until the decrement below.
+        unsafe { *self.result = Some(Ok(value)) };
+        self.ctx().op_done()
+    }
+    fn set_error(self, error: E) {
+        // SAFETY: as above.
+        unsafe { *self.result = Some(Err(error)) };
+        self.ctx().op_done()
+    }
+    fn set_stopped(self) {
+        self.ctx().stopped.store(true, Ordering::Release);
+        self.ctx().op_done()
+    }
+    fn set_panic(self, panic: Panic) {
+        {
+            let mut slot = lock(&self.ctx().panic);
+            if slot.is_none() {
+                *slot = Some(panic);
+            }
+        }
+        self.ctx().op_done()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// change_scheduler
+
+/// Moves the running task onto `sch` (P3552 `change_coroutine_scheduler`): the task
+/// resumes there, now and after every later await. Resolves to the previous scheduler.
+/// Must be awaited inside a [`Task`].
+///
+/// ```
+/// use senders::{SingleThreadContext, Task, change_scheduler, sync_wait};
+/// use std::convert::Infallible;
+/// let ctx = SingleThreadContext::with_name("moved-here");
+/// let task = Task::<_, Infallible>::new(async {
+///     let _previous = change_scheduler(ctx.scheduler()).await;
+///     Ok(std::thread::current().name().map(str::to_owned))
+/// });
+/// assert_eq!(sync_wait(task).unwrap(), Some(Some("moved-here".to_owned())));
+/// ```
+pub fn change_scheduler<S: Scheduler>(sch: S) -> ChangeScheduler
+where
+    S::Sender: SenderTo<ErasedScheduleReceiver>,
+{
+    ChangeScheduler { to: Some(TaskScheduler::new(sch)), previous: None }
+}
+
+/// The future of [`change_scheduler`].
+#[must_use = "futures do nothing unless awaited"]
+#[derive(Debug)]
+pub struct ChangeScheduler {
+    to: Option<TaskScheduler>,
+    previous: Option<TaskScheduler>,
+}
+
+impl Future for ChangeScheduler {
+    type Output = TaskScheduler;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<TaskScheduler> {
+        let ctx = CURRENT.with(Cell::get);
+        assert!(!ctx.is_null(), "senders: change_scheduler awaited outside a Task");
+        let Some(to) = self.to.take() else {
+            return Poll::Ready(self.previous.take().expect("change_scheduler: polled after completion"));
+        };
+        // SAFETY: the runner thread owns `moved_to` and `hop_requested` during its poll.
+        unsafe {
+            let previous = ((*ctx).vtable.scheduler)(ctx);
+            *(*ctx).moved_to.get() = Some(to);
+            self.previous = Some(previous);
+            (*ctx).hop_requested.set(true);
+        }
+        Poll::Pending
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The operation
+
+/// Where a task resumes: its receiver's scheduler, or inline without one.
+pub trait TaskHome: MaybeScheduler {
+    /// The scheduler, erased.
+    fn erase(&self) -> TaskScheduler;
+    /// Whether the calling thread runs on it (always, for no scheduler).
+    fn here(&self) -> bool;
+}
+
+impl TaskHome for NoScheduler {
+    fn erase(&self) -> TaskScheduler {
+        TaskScheduler::inline()
+    }
+    fn here(&self) -> bool {
+        true
+    }
+}
+
+impl<S: Scheduler> TaskHome for S
+where
+    S::Sender: SenderTo<ErasedScheduleReceiver>,
+{
+    fn erase(&self) -> TaskScheduler {
+        TaskScheduler::new(self.clone())
+    }
+    fn here(&self) -> bool {
+        self.is_current()
+    }
+}
+
+/// The receiver of the hop onto the task's scheduler: resumes the task there.
+pub struct TaskHop {
+    ctx: *const TaskCtx,
+}
+
+// SAFETY: the task is `Send` (its receiver and frame are); the hop resumes it elsewhere.
+unsafe impl Send for TaskHop {}
+// SAFETY: a shared reference only reaches `env()`, a constant.
+unsafe impl Sync for TaskHop {}
+
+impl Receiver<(), Infallible> for TaskHop {
+    type Env = crate::env::EmptyEnv;
+    fn env(&self) -> &crate::env::EmptyEnv {
+        &crate::env::EmptyEnv
+    }
+    fn set_value(self, (): ()) {
+        // SAFETY: the hop was started by the holder of `RUNNING`, handed over to it.
+        unsafe { ((*self.ctx).vtable.run)(self.ctx) }
+    }
+    fn set_error(self, error: Infallible) {
+        match error {}
+    }
+    fn set_stopped(self) {
+        // The scheduler refused (shutting down): run here rather than lose the task.
+        // SAFETY: as above.
+        unsafe { ((*self.ctx).vtable.run)(self.ctx) }
+    }
+    fn set_panic(self, panic: Panic) {
+        // SAFETY: as above; the panic completes the task.
+        unsafe {
+            *lock(&(*self.ctx).panic) = Some(panic);
+            ((*self.ctx).vtable.run)(self.ctx)
+        }
+    }
+}
+
+type HomeOf<R, T, E> = <<R as Receiver<T, E>>::Env as Env>::Scheduler;
+type HopOp<R, T, E> = <HomeOf<R, T, E> as HopTo<TaskHop>>::Op;
+
+/// The operation state of a [`Task`].
+#[repr(C)]
+pub struct TaskOp<'a, T, E, R>
+where
+    R: Receiver<T, E>,
+    HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
+{
+    /// Must stay first: the context's functions cast it back to the operation.
+    ctx: TaskCtx,
+    frame: Cell<Option<NonNull<Header<T, E>>>>,
+    rcvr: UnsafeCell<Option<R>>,
+    hop: UnsafeCell<Option<HopOp<R, T, E>>>,
+    _p: PhantomData<&'a ()>,
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the frame's future is `Send` (`Task::new`), the receiver and the hop's
+// operation are `Send`; the shared context is `Sync`.
+unsafe impl<T, E, R> Send for TaskOp<'_, T, E, R>
+where
+    R: Receiver<T, E> + Send,
+    HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
+    HopOp<R, T, E>: Send,
+{
+}
+
+impl<'a, T, E, R> SenderTo<R> for Task<'a, T, E>
+where
+    R: Receiver<T, E> + Send,
+    R::Env: Sync,
+    HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
+{
+    type Operation = TaskOp<'a, T, E, R>;
+    fn connect(self, receiver: R) -> TaskOp<'a, T, E, R> {
+        TaskOp {
+            ctx: TaskCtx::new(&TaskOp::<'a, T, E, R>::VTABLE),
+            frame: Cell::new(Some(self.into_frame())),
+            rcvr: UnsafeCell::new(Some(receiver)),
+            hop: UnsafeCell::new(None),
+            _p: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+impl<T, E, R> Drop for TaskOp<'_, T, E, R>
+where
+    R: Receiver<T, E>,
+    HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
+{
+    fn drop(&mut self) {
+        if let Some(frame) = self.frame.take() {
+            // SAFETY: never started (or completed, which took the frame): ours to drop.
+            unsafe { (frame.as_ref().drop)(frame) }
+        }
+    }
+}
+
+/// How the task ends.
+enum End<T, E> {
+    Done(Result<T, E>),
+    Stopped,
+    Panic(Panic),
+}
+
+impl<'a, T, E, R> TaskOp<'a, T, E, R>
+where
+    R: Receiver<T, E> + Send,
+    R::Env: Sync,
+    HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
+{
+    const VTABLE: CtxVTable = CtxVTable {
+        run: Self::run,
+        resume: Self::resume,
+        stop_token: Self::env_stop_token,
+        prop: Self::env_prop,
+        scheduler: Self::env_scheduler,
+    };
+
+    /// # Safety
+    ///
+    /// `ctx` is the context of a live `Self`.
+    unsafe fn op<'x>(ctx: *const TaskCtx) -> &'x Self {
+        // SAFETY: the context is the first field of the `#[repr(C)]` operation.
+        unsafe { &*ctx.cast::<Self>() }
+    }
+
+    fn rcvr(&self) -> &R {
+        // SAFETY: present until the completion takes it.
+        unsafe { (*self.rcvr.get()).as_ref() }.expect("task: receiver")
+    }
+
+    /// # Safety
+    ///
+    /// `ctx` is the context of a live `Self`, before its completion.
+    unsafe fn env_stop_token(ctx: *const TaskCtx) -> StopToken<'static> {
+        // SAFETY: the token borrows the receiver's env, which lives in the pinned
+        // operation until the completion, after every use of the token (see `finish`).
+        unsafe { std::mem::transmute::<StopToken<'_>, StopToken<'static>>(Self::op(ctx).rcvr().env().stop_token()) }
+    }
+
+    /// # Safety
+    ///
+    /// As for `env_stop_token`.
+    unsafe fn env_prop(ctx: *const TaskCtx, key: TypeId) -> Option<*const (dyn Any + Send + Sync)> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::op(ctx) }.rcvr().env().prop(key).map(|p| p as *const _)
+    }
+
+    /// # Safety
+    ///
+    /// As for `env_stop_token`.
+    unsafe fn env_scheduler(ctx: *const TaskCtx) -> TaskScheduler {
+        // SAFETY: the caller's contract.
+        let op = unsafe { Self::op(ctx) };
+        // SAFETY: `moved_to` is written only by the runner, and read here by awaited
+        // operations started after that write (or by the runner itself).
+        match unsafe { (*op.ctx.moved_to.get()).as_ref() } {
+            Some(s) => s.clone(),
+            None => op.rcvr().env().scheduler().erase(),
+        }
+    }
+
+    /// Resumes the task: inline if the calling thread is on its scheduler, else scheduled.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `RUNNING` of a live, started operation.
+    unsafe fn resume(ctx: *const TaskCtx) {
+        // SAFETY: the caller's contract.
+        let op = unsafe { Self::op(ctx) };
+        // SAFETY: `moved_to` is the runner's, and the caller holds `RUNNING`.
+        if let Some(moved) = unsafe { (*op.ctx.moved_to.get()).as_ref() } {
+            if moved.is_current() {
+                // SAFETY: forwarded.
+                return unsafe { Self::run(ctx) };
+            }
+            let ctx = SendPtr(ctx);
+            return moved.schedule_then(Box::new(move |how| {
+                let ctx = ctx;
+                // SAFETY: `RUNNING` travels with the hop; a refused or panicking hop
+                // still resumes (a panic completes the task).
+                unsafe {
+                    if let Scheduled::Panic(p) = how {
+                        *lock(&(*ctx.0).panic) = Some(p);
+                    }
+                    Self::run(ctx.0)
+                }
+            }));
+        }
+        let home = op.rcvr().env().scheduler();
+        if home.here() {
+            // SAFETY: forwarded.
+            return unsafe { Self::run(ctx) };
+        }
+        match home.hop(TaskHop { ctx }) {
+            // SAFETY: the slot is the runner's; the previous hop has completed (it ran
+            // the poll that led here). The operation is pinned in place and started once.
+            Some(hop) => unsafe { Pin::new_unchecked((*op.hop.get()).insert(hop)).start() },
+            // SAFETY: forwarded.
+            None => unsafe { Self::run(ctx) },
+        }
+    }
+
+    /// The poll loop.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `RUNNING` of a live, started operation.
+    unsafe fn run(ctx: *const TaskCtx) {
+        // SAFETY: the caller's contract.
+        let op = unsafe { Self::op(ctx) };
+        let c = &op.ctx;
+        loop {
+            // An awaited sender stopped or panicked: never resume the future.
+            if let Some(p) = lock(&c.panic).take() {
+                // SAFETY: `RUNNING`, and no awaited operation is running.
+                return unsafe { Self::finish(ctx, End::Panic(p)) };
+            }
+            if c.stopped.load(Ordering::Acquire) {
+                // SAFETY: as above.
+                return unsafe { Self::finish(ctx, End::Stopped) };
+            }
+            let frame = op.frame.get().expect("task: frame");
+            let raw = RawWaker::new(ctx.cast(), &RAW_VTABLE);
+            // SAFETY: the vtable's functions uphold the `RawWaker` contract (see them).
+            let waker = unsafe { Waker::from_raw(raw) };
+            let mut cx = Context::from_waker(&waker);
+            let outer = CURRENT.with(|cur| cur.replace(ctx));
+            // SAFETY: `RUNNING` makes this thread the only one touching the frame.
+            let polled = catch(|| unsafe { (frame.as_ref().poll)(frame, &mut cx) });
+            CURRENT.with(|cur| cur.set(outer));
+            match polled {
+                // SAFETY: `RUNNING`; awaits registered in this last poll are discarded.
+                Ok(Poll::Ready(r)) => return unsafe { Self::finish(ctx, End::Done(r)) },
+                // SAFETY: as above.
+                Err(p) => return unsafe { Self::finish(ctx, End::Panic(p)) },
+                Ok(Poll::Pending) => {}
+            }
+            // Start what the poll registered, in the order it was registered.
+            let mut list = c.pending.replace(ptr::null_mut());
+            let mut order = Vec::new();
+            while !list.is_null() {
+                order.push(list);
+                // SAFETY: a registered node is alive (leaked or pinned in the frame).
+                list = unsafe { (*list).next };
+            }
+            let started = !order.is_empty();
+            for node in order.into_iter().rev() {
+                c.state.fetch_add(ONE, Ordering::AcqRel);
+                // SAFETY: registered, connected, not started; `RUNNING` and counted.
+                unsafe { ((*node).start)(node) };
+            }
+            // Release `RUNNING`, unless everything already completed (inline) or a waker
+            // fired: then poll again, here, in this loop.
+            let mut s = c.state.load(Ordering::Acquire);
+            loop {
+                if s < ONE && (started || s & WOKEN != 0 || c.hop_requested.get()) {
+                    c.state.fetch_and(!WOKEN, Ordering::AcqRel);
+                    break;
+                }
+                match c.state.compare_exchange_weak(s, s & !(RUNNING | WOKEN), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return,
+                    Err(now) => s = now,
+                }
+            }
+            if c.hop_requested.replace(false) {
+                // `change_scheduler`: continue on the new scheduler.
+                // SAFETY: `RUNNING` is handed to the resumption.
+                return unsafe { Self::resume(ctx) };
+            }
+        }
+    }
+
+    /// Completes the task: drops the frame (discarding awaits registered in its last
+    /// poll), unlinks the stop callback, retires the wakers, then calls the receiver.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `RUNNING`, no awaited operation is running; called once.
+    unsafe fn finish(ctx: *const TaskCtx, end: End<T, E>) {
+        // SAFETY: the caller's contract.
+        let op = unsafe { Self::op(ctx) };
+        let c = &op.ctx;
+        let mut node = c.pending.replace(ptr::null_mut());
+        while !node.is_null() {
+            // SAFETY: registered nodes are alive; marking them discarded keeps their drop
+            // (with the frame, just below) from walking the list.
+            unsafe {
+                (*node).ctx = ptr::null();
+                node = (*node).next;
+            }
+        }
+        let mut end = end;
+        if let Some(frame) = op.frame.take() {
+            // A panic in the future's drop glue is the task's panic.
+            // SAFETY: the frame is ours; nothing else touches it.
+            if let Err(p) = catch(|| unsafe { (frame.as_ref().drop)(frame) }) {
+                end = End::Panic(p);
+            }
+        }
+        // SAFETY: `RUNNING`: no awaited operation holds a token of the task's source; the
+        // callback's drop waits if it is running on another thread.
+        unsafe { *c.link_cb.get() = None };
+        // SAFETY: the runner owns the handle slot.
+        if let Some(handle) = unsafe { (*c.wake_handle.get()).take() } {
+            *lock(&handle.task) = None;
+        }
+        // SAFETY: the completion takes the receiver once.
+        let rcvr = unsafe { (*op.rcvr.get()).take() }.expect("task: completes once");
+        match end {
+            End::Done(Ok(v)) => rcvr.set_value(v),
+            End::Done(Err(e)) => rcvr.set_error(e),
+            End::Stopped => rcvr.set_stopped(),
+            End::Panic(p) => rcvr.set_panic(p),
+        }
+    }
+}
+
+/// A pointer moved into an erased scheduler's callback.
+struct SendPtr(*const TaskCtx);
+// SAFETY: the task is `Send`; the pointer carries `RUNNING` to the callback's thread.
+unsafe impl Send for SendPtr {}
+
+impl<'a, T, E, R> OperationState for TaskOp<'a, T, E, R>
+where
+    R: Receiver<T, E> + Send,
+    R::Env: Sync,
+    HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        // The context starts in `RUNNING`: the first poll runs here, on the starting
+        // thread. SAFETY: the operation is pinned and lives until it completes.
+        unsafe { Self::run(&self.ctx) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// `.await` on the crate's senders
+
+/// Implements [`IntoFuture`] (`.await` inside a [`Task`]) for sender types of this crate.
+macro_rules! awaitable {
+    ($([$($g:tt)*] $ty:ty $(where [$($w:tt)*])?;)*) => {$(
+        impl<$($g)*> IntoFuture for $ty
+        where
+            $ty: SenderTo<AwaitRcvr<<$ty as Sender>::Value, <$ty as Sender>::Error>>,
+            $($($w)*)?
+        {
+            type Output = Result<<$ty as Sender>::Value, <$ty as Sender>::Error>;
+            type IntoFuture = Awaited<$ty>;
+            fn into_future(self) -> Awaited<$ty> {
+                awaited(self)
+            }
+        }
+    )*};
+}
+
+use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachImpl, BulkImpl};
+use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
+use crate::adaptors::let_::Let;
+use crate::adaptors::stop_when::StopWhen;
+use crate::adaptors::then::{Then, ThenImpl, UponError, UponStopped};
+use crate::adaptors::transfer::{ScheduleFrom, StartsOn};
+use crate::adaptors::when_all::{WhenAll, WhenAllImpl};
+use crate::adaptors::write_env::WriteEnv;
+use crate::bridge::FromFuture;
+use crate::factories::just::{Just, JustError, JustStopped};
+use crate::factories::read_env::ReadEnv;
+use crate::pool::{PoolBulk, PoolBulkEach, PoolSender};
+use crate::schedulers::inline::InlineSender;
+use crate::schedulers::run_loop::RunLoopSender;
+use crate::schedulers::single_thread::SingleThreadSender;
+use crate::scope::{JoinSender, LetAsyncScope, Nest, SpawnFuture};
+
+awaitable! {
+    [V] Just<V>;
+    [V, Er] JustError<V, Er>;
+    [V, Er] JustStopped<V, Er>;
+    [Q, T] ReadEnv<Q, T>;
+    [S, F] Then<S, F>;
+    [S, F] ThenImpl<S, F>;
+    [S, F] UponError<S, F>;
+    [S, F] UponStopped<S, F>;
+    [K, S, F] Let<K, S, F>;
+    [C] WhenAll<C>;
+    [C, P] WhenAllImpl<C, P>;
+    [S, F] Bulk<S, F>;
+    [S, F] BulkImpl<S, F>;
+    [S, T, F] BulkEach<S, T, F>;
+    [S, T, F] BulkEachImpl<S, T, F>;
+    [S, F] PoolBulk<S, F>;
+    [S, T, F] PoolBulkEach<S, T, F>;
+    [S] IntoVariant<S>;
+    [S, F] MapError<S, F>;
+    [S, Er] StoppedAsError<S, Er>;
+    [S] StoppedAsOptional<S>;
+    [S, Er] WithError<S, Er>;
+    ['x, S] StopWhen<'x, S>;
+    [S, P] WriteEnv<S, P> where [P: crate::env::Query];
+    [Sch, S] ScheduleFrom<Sch, S>;
+    [Sch, S] StartsOn<Sch, S>;
+    [F] FromFuture<F>;
+    [] PoolSender;
+    [] InlineSender;
+    [] RunLoopSender;
+    [D] SingleThreadSender<D>;
+    [] TaskScheduleSender;
+    ['x] JoinSender<'x>;
+    ['env, S, F, Sch, S2] LetAsyncScope<'env, S, F, Sch, S2>;
+    [S, Tk] Nest<S, Tk> where [S: Sender, Tk: crate::scope::ScopeToken];
+    [V, Er] SpawnFuture<V, Er>;
+    ['x, T, Er] Task<'x, T, Er>;
+}

@@ -1,0 +1,254 @@
+//! `TaskScheduler`: the type-erased scheduler a [`Task`](crate::Task) shows the senders
+//! it awaits (P3552's `any_scheduler`), and onto which `change_scheduler` moves a task.
+
+use std::any::Any;
+use std::convert::Infallible;
+use std::marker::PhantomPinned;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::domain::NoDomain;
+use crate::env::EmptyEnv;
+use crate::panic::Panic;
+use crate::receiver::Receiver;
+use crate::scheduler::Scheduler;
+use crate::schedulers::inline::InlineScheduler;
+use crate::sender::{OperationState, Sender, SenderTo};
+
+/// What an erased schedule reports to its callback.
+pub(crate) enum Scheduled {
+    /// Running on the scheduler now.
+    Value,
+    /// The scheduler refused (it is shutting down).
+    Stopped,
+    /// The scheduler's sender panicked.
+    Panic(Panic),
+}
+
+/// A callback run once where an erased `schedule()` completes.
+pub(crate) type Then = Box<dyn FnOnce(Scheduled) + Send>;
+
+trait DynScheduler: Send + Sync + 'static {
+    fn is_current(&self) -> bool;
+    fn as_any(&self) -> &dyn Any;
+    fn same(&self, other: &dyn DynScheduler) -> bool;
+    /// Starts `schedule()` on the real scheduler in a heap block freed on completion,
+    /// and runs `then` there.
+    fn schedule_then(&self, then: Then);
+}
+
+/// The receiver an erased `schedule()` connects the real scheduler's sender to: it
+/// frees the block that holds the operation, then runs the callback.
+pub struct ErasedScheduleReceiver {
+    then: Then,
+    block: NonNull<()>,
+    free: unsafe fn(NonNull<()>),
+}
+
+// SAFETY: the callback is `Send`; the block is only freed, once, by the completion.
+unsafe impl Send for ErasedScheduleReceiver {}
+// SAFETY: a shared reference only reaches `env()`, a constant.
+unsafe impl Sync for ErasedScheduleReceiver {}
+
+impl ErasedScheduleReceiver {
+    fn finish(self, how: Scheduled) {
+        let ErasedScheduleReceiver { then, block, free } = self;
+        // SAFETY: the operation in the block called this receiver, and does not touch
+        // itself afterwards; the block is freed once, here.
+        unsafe { free(block) };
+        then(how);
+    }
+}
+
+impl Receiver<(), Infallible> for ErasedScheduleReceiver {
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
+    }
+    fn set_value(self, (): ()) {
+        self.finish(Scheduled::Value)
+    }
+    fn set_error(self, error: Infallible) {
+        match error {}
+    }
+    fn set_stopped(self) {
+        self.finish(Scheduled::Stopped)
+    }
+    fn set_panic(self, panic: Panic) {
+        self.finish(Scheduled::Panic(panic))
+    }
+}
+
+/// # Safety
+///
+/// `block` is a `MaybeUninit<Op>` block from `crate::block::new` whose operation was
+/// written and has completed; called once.
+unsafe fn free_op<Op>(block: NonNull<()>) {
+    let block = block.cast::<MaybeUninit<Op>>();
+    // SAFETY: the caller's contract.
+    unsafe {
+        (*block.as_ptr()).assume_init_drop();
+        crate::block::free(block);
+    }
+}
+
+impl<S: Scheduler> DynScheduler for S
+where
+    S::Sender: SenderTo<ErasedScheduleReceiver>,
+{
+    fn is_current(&self) -> bool {
+        Scheduler::is_current(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn same(&self, other: &dyn DynScheduler) -> bool {
+        other.as_any().downcast_ref::<S>() == Some(self)
+    }
+    fn schedule_then(&self, then: Then) {
+        type Op<S> = <<S as Scheduler>::Sender as SenderTo<ErasedScheduleReceiver>>::Operation;
+        let block = crate::block::new(MaybeUninit::<Op<S>>::uninit());
+        let rcvr = ErasedScheduleReceiver { then, block: block.cast(), free: free_op::<Op<S>> };
+        // SAFETY: the block is fresh and never moves; the operation is written once and
+        // started once in place; its completion frees the block.
+        unsafe {
+            let op = (*block.as_ptr()).write(self.schedule().connect(rcvr));
+            Pin::new_unchecked(op).start();
+        }
+    }
+}
+
+/// A type-erased [`Scheduler`]: what `read_env(GetScheduler)` returns inside a
+/// [`Task`](crate::Task), and what [`change_scheduler`](crate::change_scheduler) returns.
+///
+/// It is a reference-counted handle to the real scheduler. Each `schedule()` through it
+/// allocates one block for the real operation. Two handles are equal when their real
+/// schedulers are of the same type and equal.
+///
+/// ```
+/// use senders::{InlineScheduler, Scheduler, TaskScheduler};
+/// let a = TaskScheduler::new(InlineScheduler);
+/// assert!(a == TaskScheduler::new(InlineScheduler));
+/// assert!(a.is_current()); // the inline scheduler runs everywhere
+/// ```
+#[derive(Clone)]
+pub struct TaskScheduler(Arc<dyn DynScheduler>);
+
+impl TaskScheduler {
+    /// Erases `sch`.
+    pub fn new<S: Scheduler>(sch: S) -> Self
+    where
+        S::Sender: SenderTo<ErasedScheduleReceiver>,
+    {
+        TaskScheduler(Arc::new(sch))
+    }
+
+    /// The real scheduler, if it is an `S`.
+    pub fn downcast_ref<S: Scheduler>(&self) -> Option<&S> {
+        self.0.as_any().downcast_ref()
+    }
+
+    /// Runs `then` on the scheduler (inline if the scheduler is the inline one).
+    pub(crate) fn schedule_then(&self, then: Then) {
+        self.0.schedule_then(then)
+    }
+
+    /// The scheduler of environments without one: everything runs inline.
+    pub(crate) fn inline() -> Self {
+        TaskScheduler::new(InlineScheduler)
+    }
+}
+
+impl PartialEq for TaskScheduler {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same(&*other.0)
+    }
+}
+
+impl std::fmt::Debug for TaskScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskScheduler").finish_non_exhaustive()
+    }
+}
+
+impl Scheduler for TaskScheduler {
+    type Domain = NoDomain;
+    type Sender = TaskScheduleSender;
+    fn schedule(&self) -> TaskScheduleSender {
+        TaskScheduleSender { sch: self.clone() }
+    }
+    fn is_current(&self) -> bool {
+        self.0.is_current()
+    }
+}
+
+/// The sender of [`TaskScheduler::schedule`].
+#[must_use = "senders do nothing unless connected and started"]
+#[derive(Debug)]
+pub struct TaskScheduleSender {
+    sch: TaskScheduler,
+}
+
+impl Sender for TaskScheduleSender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = TaskScheduler;
+    fn completion_scheduler(&self) -> TaskScheduler {
+        self.sch.clone()
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for TaskScheduleSender {
+    type Operation = TaskScheduleOp<R>;
+    fn connect(self, receiver: R) -> TaskScheduleOp<R> {
+        TaskScheduleOp { sch: self.sch, rcvr: Some(receiver), _pin: PhantomPinned }
+    }
+}
+
+/// The operation state of [`TaskScheduleSender`].
+pub struct TaskScheduleOp<R> {
+    sch: TaskScheduler,
+    rcvr: Option<R>,
+    _pin: PhantomPinned,
+}
+
+/// The operation, moved into the erased callback as a pointer and its completion.
+struct OpPtr(*mut (), unsafe fn(*mut (), Scheduled));
+// SAFETY: the operation's receiver is `Send` (required by `connect`); the operation is
+// alive until this callback completes it.
+unsafe impl Send for OpPtr {}
+
+impl<R: Receiver<(), Infallible> + Send> TaskScheduleOp<R> {
+    /// # Safety
+    ///
+    /// `op` is a started `Self` that has not completed; called once.
+    unsafe fn complete(op: *mut (), how: Scheduled) {
+        // SAFETY: the caller's contract.
+        let rcvr = unsafe { (*op.cast::<Self>()).rcvr.take() }.expect("TaskScheduleOp: completes once");
+        match how {
+            Scheduled::Value => rcvr.set_value(()),
+            Scheduled::Stopped => rcvr.set_stopped(),
+            Scheduled::Panic(p) => rcvr.set_panic(p),
+        }
+    }
+}
+
+impl<R: Receiver<(), Infallible> + Send> OperationState for TaskScheduleOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: nothing is moved out of the pinned operation.
+        let this: *mut Self = unsafe { self.get_unchecked_mut() };
+        let ptr = OpPtr(this.cast(), Self::complete);
+        // SAFETY: the operation lives until the callback completes it (`start`'s
+        // contract), and the callback runs once.
+        let sch = unsafe { &(*this).sch };
+        sch.schedule_then(Box::new(move |how| {
+            let ptr = ptr;
+            // SAFETY: as above.
+            unsafe { (ptr.1)(ptr.0, how) }
+        }));
+    }
+}
