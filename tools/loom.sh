@@ -3,7 +3,8 @@
 # tests/loom_*.rs and the models inside the library, which need crate internals: the
 # pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs),
 # the spawn_future race (src/scope/future.rs), let_async_scope's error, panic and stop
-# paths (src/scope/let_scope.rs), and the sender-as-future block (src/bridge.rs).
+# paths (src/scope/let_scope.rs), the sender-as-future block (src/bridge.rs), and the
+# task's state word (src/task/mod.rs).
 #
 #   tools/loom.sh                  # every loom test target
 #   tools/loom.sh register_races   # extra arguments go to `cargo test` (here: a filter)

@@ -289,6 +289,57 @@ impl TaskCtx {
         }
     }
 
+    /// Starts the awaits the last poll registered, in the order it registered them.
+    /// Returns whether there were any.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `RUNNING` and has just polled the future (which returned
+    /// `Pending`); every registered node is alive.
+    unsafe fn start_registered(&self) -> bool {
+        // The list is in reverse registration order: reverse it in place.
+        let mut list = self.pending.replace(ptr::null_mut());
+        let mut ordered: *mut AwaitNode = ptr::null_mut();
+        while !list.is_null() {
+            // SAFETY: a registered node is alive (pinned in the frame, or leaked).
+            unsafe {
+                let next = (*list).next;
+                (*list).next = ordered;
+                ordered = list;
+                list = next;
+            }
+        }
+        let started = !ordered.is_null();
+        while !ordered.is_null() {
+            // SAFETY: registered, connected, not started; read `next` before the start,
+            // which may complete the operation (and the node may then be reused).
+            unsafe {
+                let node = ordered;
+                ordered = (*node).next;
+                self.state.fetch_add(ONE, Ordering::AcqRel);
+                ((*node).start)(node);
+            }
+        }
+        started
+    }
+
+    /// After the registered awaits were started: gives up `RUNNING` and returns `true`,
+    /// unless everything already completed (inline), a waker fired, or a hop was asked
+    /// for: then it keeps `RUNNING` and returns `false`, and the caller goes on.
+    fn release(&self, started: bool) -> bool {
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            if s < ONE && (started || s & WOKEN != 0 || self.hop_requested.get()) {
+                self.state.fetch_and(!WOKEN, Ordering::AcqRel);
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, s & !(RUNNING | WOKEN), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+    }
+
     /// An awaited operation completed.
     fn op_done(&self) {
         let mut s = self.state.load(Ordering::Acquire);
@@ -928,32 +979,10 @@ where
                 Err(p) => return unsafe { Self::finish(ctx, End::Panic(p)) },
                 Ok(Poll::Pending) => {}
             }
-            // Start what the poll registered, in the order it was registered.
-            let mut list = c.pending.replace(ptr::null_mut());
-            let mut order = Vec::new();
-            while !list.is_null() {
-                order.push(list);
-                // SAFETY: a registered node is alive (leaked or pinned in the frame).
-                list = unsafe { (*list).next };
-            }
-            let started = !order.is_empty();
-            for node in order.into_iter().rev() {
-                c.state.fetch_add(ONE, Ordering::AcqRel);
-                // SAFETY: registered, connected, not started; `RUNNING` and counted.
-                unsafe { ((*node).start)(node) };
-            }
-            // Release `RUNNING`, unless everything already completed (inline) or a waker
-            // fired: then poll again, here, in this loop.
-            let mut s = c.state.load(Ordering::Acquire);
-            loop {
-                if s < ONE && (started || s & WOKEN != 0 || c.hop_requested.get()) {
-                    c.state.fetch_and(!WOKEN, Ordering::AcqRel);
-                    break;
-                }
-                match c.state.compare_exchange_weak(s, s & !(RUNNING | WOKEN), Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return,
-                    Err(now) => s = now,
-                }
+            // SAFETY: `RUNNING`; the poll just registered these.
+            let started = unsafe { c.start_registered() };
+            if c.release(started) {
+                return;
             }
             if c.hop_requested.replace(false) {
                 // `change_scheduler`: continue on the new scheduler.
@@ -1101,4 +1130,166 @@ awaitable! {
     [S, Tk] Nest<S, Tk> where [S: Sender, Tk: crate::scope::ScopeToken];
     [V, Er] SpawnFuture<V, Er>;
     ['x, T, Er] Task<'x, T, Er>;
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The task's state word under loom: awaited operations completing inline and on
+    //! another thread, a waker firing, and the runner giving up `RUNNING`, all racing.
+    //! Checked: the task resumes exactly once, only after every started operation has
+    //! completed, and never while another thread holds `RUNNING`.
+    use super::*;
+    use crate::sync::{Arc, thread};
+    use loom::sync::atomic::AtomicUsize as Count;
+
+    /// A task context plus what the model observes.
+    #[repr(C)]
+    struct Model {
+        ctx: TaskCtx,
+        /// Operations completed (each counts itself before `op_done`).
+        done: Count,
+        /// Resumptions (by the runner going on, or by `resume`).
+        resumed: Count,
+        /// Threads inside a resumption now.
+        inside: Count,
+        /// How many operations the model starts.
+        ops: usize,
+        /// Set by the second operation's start: its completion is another thread's.
+        handed: Count,
+    }
+
+    /// A registered await: the node, and the model its start reports to.
+    #[repr(C)]
+    struct Node {
+        node: AwaitNode,
+        model: *const Model,
+    }
+
+    unsafe fn resume(ctx: *const TaskCtx) {
+        // SAFETY: the context heads a `Model`.
+        resumed(unsafe { &*ctx.cast::<Model>() });
+    }
+    unsafe fn unused(_: *const TaskCtx) {
+        unreachable!("the model does not poll")
+    }
+    unsafe fn no_token(_: *const TaskCtx) -> StopToken<'static> {
+        StopToken::never()
+    }
+    unsafe fn no_prop(_: *const TaskCtx, _: TypeId) -> Option<*const (dyn Any + Send + Sync)> {
+        None
+    }
+    unsafe fn no_sched(_: *const TaskCtx) -> TaskScheduler {
+        unreachable!("the model asks no scheduler")
+    }
+    static VTABLE: CtxVTable =
+        CtxVTable { run: unused, resume, stop_token: no_token, prop: no_prop, scheduler: no_sched };
+
+    /// One resumption: exclusive, and only once every operation has completed. The model's
+    /// resumption ends the task (it keeps `RUNNING`).
+    fn resumed(m: &Model) {
+        assert_eq!(m.inside.fetch_add(1, Ordering::AcqRel), 0, "two threads hold RUNNING");
+        assert_eq!(m.done.load(Ordering::Acquire), m.ops, "resumed before every operation completed");
+        m.resumed.fetch_add(1, Ordering::AcqRel);
+        m.inside.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn model_of<'m>(node: *mut AwaitNode) -> &'m Model {
+        // SAFETY: every node of the model heads a `Node`, whose model outlives the run.
+        unsafe { &*(*node.cast::<Node>()).model }
+    }
+
+    /// Completes inline, in its start.
+    unsafe fn start_inline(node: *mut AwaitNode) {
+        let m = model_of(node);
+        m.done.fetch_add(1, Ordering::AcqRel);
+        m.ctx.op_done();
+    }
+
+    /// Hands its completion to the completer thread.
+    unsafe fn start_handoff(node: *mut AwaitNode) {
+        model_of(node).handed.store(1, Ordering::Release);
+    }
+
+    fn model(ops: usize, waker: bool) {
+        loom::model(move || {
+            let m = Arc::new(Model {
+                ctx: TaskCtx::new(&VTABLE),
+                done: Count::new(0),
+                resumed: Count::new(0),
+                inside: Count::new(0),
+                ops,
+                handed: Count::new(0),
+            });
+            let starts: [unsafe fn(*mut AwaitNode); 2] = [start_inline, start_handoff];
+            let mut nodes: Vec<Box<Node>> = starts
+                .into_iter()
+                .take(ops)
+                .map(|start| {
+                    Box::new(Node {
+                        node: AwaitNode { next: ptr::null_mut(), start, ctx: &m.ctx },
+                        model: Arc::as_ptr(&m),
+                    })
+                })
+                .collect();
+            // Registered as a poll registers them: each at the head of the list.
+            for n in nodes.iter_mut() {
+                n.node.next = m.ctx.pending.get();
+                m.ctx.pending.set(&mut n.node);
+            }
+            let completer = (ops > 1).then(|| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    while m.handed.load(Ordering::Acquire) == 0 {
+                        loom::thread::yield_now();
+                    }
+                    m.done.fetch_add(1, Ordering::AcqRel);
+                    m.ctx.op_done();
+                })
+            });
+            let wake = waker.then(|| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    if m.ctx.wake_claim() {
+                        resumed(&m);
+                    }
+                })
+            });
+            // The runner holds `RUNNING` (a new context starts in it): it starts what was
+            // registered, then gives `RUNNING` up or goes on.
+            // SAFETY: as above; the nodes are alive.
+            let started = unsafe { m.ctx.start_registered() };
+            if !m.ctx.release(started) {
+                resumed(&m);
+            }
+            if let Some(t) = completer {
+                t.join().unwrap();
+            }
+            if let Some(t) = wake {
+                t.join().unwrap();
+            }
+            let resumed = m.resumed.load(Ordering::Acquire);
+            if ops > 0 {
+                assert_eq!(resumed, 1, "resumed exactly once after the operations");
+            } else {
+                // Nothing in flight: only the waker resumes it.
+                assert_eq!(resumed, usize::from(waker), "resumed by the waker only");
+            }
+            drop(nodes);
+        });
+    }
+
+    #[test]
+    fn an_inline_and_a_remote_completion_race_the_release() {
+        model(2, false);
+    }
+
+    #[test]
+    fn completions_and_a_waker_race_the_release() {
+        model(2, true);
+    }
+
+    #[test]
+    fn a_waker_races_the_release_with_nothing_in_flight() {
+        model(0, true);
+    }
 }
