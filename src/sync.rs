@@ -18,6 +18,10 @@ pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::thread;
 
+/// `thread_local!` per model thread (loom runs its threads on one OS thread).
+#[cfg(loom)]
+pub(crate) use loom::thread_local;
+
 /// The fast side of an asymmetric fence pair: paired with [`heavy_fence`] on another
 /// thread, the two order memory like two `SeqCst` fences. On Linux with
 /// `membarrier(2)`'s private expedited command this is only a compiler fence, because

@@ -232,8 +232,12 @@ pub struct TaskCtx {
     pending: Cell<*mut AwaitNode>,
     /// An awaited sender completed stopped.
     stopped: AtomicBool,
-    /// The first panic of an awaited sender.
+    /// The first panic of an awaited sender (or of a hop), and whether there is one.
     panic: Mutex<Option<Panic>>,
+    panicked: AtomicBool,
+    /// Registered awaits started by the runner and not yet known to have completed
+    /// inline (runner only; moved into `state` once an operation proved remote).
+    local: Cell<usize>,
     /// The task's stop source, linked lazily to the receiver's token.
     stop: InplaceStopSource,
     link: AtomicU8,
@@ -267,9 +271,20 @@ unsafe impl Sync for TaskCtx {}
 // SAFETY: as above.
 unsafe impl Send for TaskCtx {}
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     /// The task being polled on this thread, for the awaited senders it polls.
     static CURRENT: Cell<*const TaskCtx> = const { Cell::new(ptr::null()) };
+    /// The registered await this thread is starting, so that its inline completion is
+    /// counted without atomics.
+    static STARTING: Cell<*const AwaitNode> = const { Cell::new(ptr::null()) };
+}
+
+// Loom runs its threads on one OS thread: its own thread-locals keep them apart.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static CURRENT: Cell<*const TaskCtx> = Cell::new(ptr::null());
+    static STARTING: Cell<*const AwaitNode> = Cell::new(ptr::null());
 }
 
 impl TaskCtx {
@@ -279,6 +294,8 @@ impl TaskCtx {
             pending: Cell::new(ptr::null_mut()),
             stopped: AtomicBool::new(false),
             panic: Mutex::new(None),
+            panicked: AtomicBool::new(false),
+            local: Cell::new(0),
             stop: InplaceStopSource::new(),
             link: AtomicU8::new(UNLINKED),
             link_cb: UnsafeCell::new(None),
@@ -310,16 +327,26 @@ impl TaskCtx {
             }
         }
         let started = !ordered.is_null();
+        let outer = STARTING.with(Cell::get);
         while !ordered.is_null() {
             // SAFETY: registered, connected, not started; read `next` before the start,
             // which may complete the operation (and the node may then be reused).
             unsafe {
                 let node = ordered;
                 ordered = (*node).next;
-                self.state.fetch_add(ONE, Ordering::AcqRel);
+                // Counted locally: an inline completion (on this thread, inside the
+                // start) takes it back without an atomic. One still counted after the
+                // start is in flight elsewhere: it moves into the state word, where its
+                // completion (which may already have subtracted it) is balanced.
+                self.local.set(1);
+                STARTING.with(|cur| cur.set(node));
                 ((*node).start)(node);
+                if self.local.replace(0) != 0 {
+                    self.state.fetch_add(ONE, Ordering::AcqRel);
+                }
             }
         }
+        STARTING.with(|cur| cur.set(outer));
         started
     }
 
@@ -330,7 +357,9 @@ impl TaskCtx {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             if s < ONE && (started || s & WOKEN != 0 || self.hop_requested.get()) {
-                self.state.fetch_and(!WOKEN, Ordering::AcqRel);
+                if s & WOKEN != 0 {
+                    self.state.fetch_and(!WOKEN, Ordering::AcqRel);
+                }
                 return false;
             }
             match self.state.compare_exchange_weak(s, s & !(RUNNING | WOKEN), Ordering::AcqRel, Ordering::Acquire) {
@@ -340,12 +369,29 @@ impl TaskCtx {
         }
     }
 
-    /// An awaited operation completed.
-    fn op_done(&self) {
+    /// Keeps the first panic of an awaited sender (or of a hop).
+    fn record_panic(&self, panic: Panic) {
+        let mut slot = lock(&self.panic);
+        if slot.is_none() {
+            *slot = Some(panic);
+        }
+        self.panicked.store(true, Ordering::Release);
+    }
+
+    /// The awaited operation of `node` completed.
+    fn op_done(&self, node: *const AwaitNode) {
+        if STARTING.with(Cell::get) == node {
+            // Inline, inside its own start on the runner thread: uncount it locally.
+            self.local.set(0);
+            return;
+        }
+        // Remote. The runner may not have moved this operation into the count yet (it
+        // does right after the start returns): the count may dip below zero meanwhile
+        // (wrapping arithmetic on the whole word keeps the flag bits intact), and the
+        // runner holds `RUNNING` until it has balanced it.
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            debug_assert!(s >= ONE, "task: more completions than started awaits");
-            let mut next = s - ONE;
+            let mut next = s.wrapping_sub(ONE);
             let claim = next < ONE && next & RUNNING == 0;
             if claim {
                 next |= RUNNING;
@@ -543,7 +589,7 @@ where
                 !ctx.is_null(),
                 "senders: a sender was awaited outside a Task; use `into_awaitable()` to await it from another executor"
             );
-            let rcvr = AwaitRcvr { result: this.result.get(), ctx };
+            let rcvr = AwaitRcvr { result: this.result.get(), ctx, node: &this.node };
             // A panic in `connect` unwinds through this poll into the task's catch.
             this.op = Some(sndr.connect(rcvr));
             this.node.ctx = ctx;
@@ -595,6 +641,8 @@ where
 pub struct AwaitRcvr<V, E> {
     result: *mut Option<Result<V, E>>,
     ctx: *const TaskCtx,
+    /// The node of its `Awaited`: its identity for `op_done`.
+    node: *const AwaitNode,
 }
 
 // SAFETY: completes on any thread: the result (`V`, `E`: `Send`) is read by the task only
@@ -636,25 +684,20 @@ impl<V, E> Receiver<V, E> for AwaitRcvr<V, E> {
         // SAFETY: the `Awaited` is alive and pinned (the task waits for this operation)
         // and nothing reads the slot until the decrement below.
         unsafe { *self.result = Some(Ok(value)) };
-        self.ctx().op_done()
+        self.ctx().op_done(self.node)
     }
     fn set_error(self, error: E) {
         // SAFETY: as above.
         unsafe { *self.result = Some(Err(error)) };
-        self.ctx().op_done()
+        self.ctx().op_done(self.node)
     }
     fn set_stopped(self) {
         self.ctx().stopped.store(true, Ordering::Release);
-        self.ctx().op_done()
+        self.ctx().op_done(self.node)
     }
     fn set_panic(self, panic: Panic) {
-        {
-            let mut slot = lock(&self.ctx().panic);
-            if slot.is_none() {
-                *slot = Some(panic);
-            }
-        }
-        self.ctx().op_done()
+        self.ctx().record_panic(panic);
+        self.ctx().op_done(self.node)
     }
 }
 
@@ -771,7 +814,7 @@ impl Receiver<(), Infallible> for TaskHop {
     fn set_panic(self, panic: Panic) {
         // SAFETY: as above; the panic completes the task.
         unsafe {
-            *lock(&(*self.ctx).panic) = Some(panic);
+            (*self.ctx).record_panic(panic);
             ((*self.ctx).vtable.run)(self.ctx)
         }
     }
@@ -924,7 +967,7 @@ where
                 // still resumes (a panic completes the task).
                 unsafe {
                     if let Scheduled::Panic(p) = how {
-                        *lock(&(*ctx.0).panic) = Some(p);
+                        (*ctx.0).record_panic(p);
                     }
                     Self::run(ctx.0)
                 }
@@ -955,7 +998,9 @@ where
         let c = &op.ctx;
         loop {
             // An awaited sender stopped or panicked: never resume the future.
-            if let Some(p) = lock(&c.panic).take() {
+            if c.panicked.load(Ordering::Acquire)
+                && let Some(p) = lock(&c.panic).take()
+            {
                 // SAFETY: `RUNNING`, and no awaited operation is running.
                 return unsafe { Self::finish(ctx, End::Panic(p)) };
             }
@@ -1154,7 +1199,8 @@ mod loom_tests {
         inside: Count,
         /// How many operations the model starts.
         ops: usize,
-        /// Set by the second operation's start: its completion is another thread's.
+        /// The second operation's node, published by its start: its completion is the
+        /// completer thread's.
         handed: Count,
     }
 
@@ -1202,12 +1248,12 @@ mod loom_tests {
     unsafe fn start_inline(node: *mut AwaitNode) {
         let m = model_of(node);
         m.done.fetch_add(1, Ordering::AcqRel);
-        m.ctx.op_done();
+        m.ctx.op_done(node);
     }
 
     /// Hands its completion to the completer thread.
     unsafe fn start_handoff(node: *mut AwaitNode) {
-        model_of(node).handed.store(1, Ordering::Release);
+        model_of(node).handed.store(node as usize, Ordering::Release);
     }
 
     fn model(ops: usize, waker: bool) {
@@ -1239,11 +1285,13 @@ mod loom_tests {
             let completer = (ops > 1).then(|| {
                 let m = m.clone();
                 thread::spawn(move || {
-                    while m.handed.load(Ordering::Acquire) == 0 {
+                    let mut node = m.handed.load(Ordering::Acquire);
+                    while node == 0 {
                         loom::thread::yield_now();
+                        node = m.handed.load(Ordering::Acquire);
                     }
                     m.done.fetch_add(1, Ordering::AcqRel);
-                    m.ctx.op_done();
+                    m.ctx.op_done(node as *const AwaitNode);
                 })
             });
             let wake = waker.then(|| {
