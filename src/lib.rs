@@ -75,9 +75,10 @@ pub use schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSend
 pub use schedulers::single_thread::{SingleThreadContext, SingleThreadScheduler, SingleThreadSender};
 pub use scope::{
     Association, CounterKind, CountingScope, CountingToken, FutureOp, FutureReceiver, HopTo, IntoScopeSender, JoinHop,
-    JoinOp, JoinSender, JoinShared, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp,
-    LetScopeShared, LetScopeState, LetScopeToken, LetTail, Nest, NestOp, NoHop, ScopeAssociation, ScopeLifetime,
-    ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture, let_async_scope, nest, spawn_future,
+    JoinOp, JoinSender, JoinShared, LetAssociation, LetAsyncScope, LetForwardStop, LetHop, LetResult, LetScopeFirst,
+    LetScopeOp, LetScopeShared, LetScopeState, LetScopeToken, LetTail, Nest, NestOp, NoHop, ScopeAssociation,
+    ScopeLifetime, ScopeState, ScopeToken, SimpleCountingScope, SimpleToken, SpawnFuture, let_async_scope, nest,
+    spawn_future,
 };
 pub use sender::{OperationState, Sender, SenderTo};
 pub use spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};

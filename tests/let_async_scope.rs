@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use common::{WaitProbe, cancel_on_stop, panic_message, stop_probe, thread_name, wait_for_stop, with_stop};
 use senders::*;
 use std::convert::Infallible;
 use std::sync::Mutex;
@@ -580,4 +580,32 @@ fn nested_let_scopes_borrow_the_outer_value() {
     }));
     assert_eq!(v.unwrap(), Some(2));
     assert_eq!(sum.load(Ordering::SeqCst), 60);
+}
+
+/// Regression (found by the loom model of the outer stop racing the join): a scope whose
+/// last work completes inside the forwarded outer stop request, without a scheduler to hop
+/// to, used to complete and release its core inside that core's own `request_stop`, which
+/// then left the recycled core "stop requested" for the next scope.
+#[test]
+fn a_scope_joined_inside_its_forwarded_stop_request_leaves_no_stop_behind() {
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    for _ in 0..20 {
+        REGISTERED.store(false, Ordering::SeqCst);
+        let counting = CountingScope::new();
+        // Spawned: the environment has no scheduler, so the scope completes inline.
+        spawn(
+            just(()).let_async_scope(|tk, ()| {
+                spawn(cancel_on_stop::<Infallible>(&REGISTERED), tk);
+            }),
+            counting.token(),
+        );
+        assert!(REGISTERED.load(Ordering::SeqCst));
+        counting.request_stop();
+        sync_wait(counting.join()).unwrap();
+        for _ in 0..4 {
+            let born_stopped =
+                sync_wait(just(()).let_async_scope(|tk, ()| spawn_future(stop_probe::<Infallible>(), tk)));
+            assert_eq!(born_stopped.unwrap(), Some(false), "a new scope was born stopped");
+        }
+    }
 }

@@ -41,6 +41,17 @@ impl ScopeCore {
         })
     }
 
+    /// A fresh core, not from the free list, for a loom model: the free list would hand
+    /// a core whose atomics belong to one loom execution to the next one.
+    #[cfg(all(test, loom))]
+    pub(crate) fn new_for_model(shards: usize) -> ScopeCore {
+        ScopeCore {
+            counter: Counter::new(shards),
+            stop: InplaceStopSource::new(),
+            panic: parking_lot::Mutex::new(None),
+        }
+    }
+
     /// A core with one shard per pool worker slot there may be.
     pub(crate) fn acquire_sharded() -> &'static ScopeCore {
         Self::acquire(super::slot::high_water().max(num_cpus::get()))

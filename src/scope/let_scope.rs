@@ -41,12 +41,11 @@ use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{RawStopCallback, StopToken};
+use crate::stop::{Invoke, RawStopCallback, StopToken};
 use crate::sync::{self, AtomicBool, Ordering};
 
 use super::core::ScopeCore;
 use super::counter::{Home, JoinStart, Waiter};
-use super::future::ForwardStop;
 use super::slot;
 use super::token::{Association, ScopeLifetime, ScopeToken};
 
@@ -200,6 +199,46 @@ impl<Sch, E> LetScopeShared<Sch, E> {
     fn associate(&self) -> Option<LetAssociation<'_, Sch, E>> {
         let home = self.core.counter.try_associate(self.generation, slot::current())?;
         Some(LetAssociation { shared: NonNull::from(self), home, _s: PhantomData })
+    }
+}
+
+/// Forwards the outer receiver's stop request to the scope's stop source, holding an
+/// association for the duration: the request may complete the last nested work inline,
+/// and without the association the join could then complete, and release the scope's
+/// core, inside the core's own `request_stop`, which would go on using the released core.
+/// Once the scope is joined it fails to associate and forwards nothing (nothing is left
+/// to stop).
+pub struct LetForwardStop {
+    shared: *const (),
+    forward: unsafe fn(*const ()),
+}
+
+impl LetForwardStop {
+    fn new<Sch, E>(shared: &LetScopeShared<Sch, E>) -> Self {
+        LetForwardStop { shared: std::ptr::from_ref(shared).cast(), forward: Self::forward::<Sch, E> }
+    }
+
+    /// # Safety
+    ///
+    /// `shared` is a live `LetScopeShared<Sch, E>`.
+    unsafe fn forward<Sch, E>(shared: *const ()) {
+        // SAFETY: the caller's contract.
+        let shared = unsafe { &*shared.cast::<LetScopeShared<Sch, E>>() };
+        if let Some(hold) = shared.associate() {
+            shared.core.stop.request_stop();
+            drop(hold);
+        }
+    }
+}
+
+// SAFETY: made by `set_value` for a shared state that is `Sync` (its scheduler is, and its
+// error type is `Send`) and outlives the callback (`finish` drops the callback first).
+unsafe impl Send for LetForwardStop {}
+
+impl Invoke for LetForwardStop {
+    fn invoke(self) {
+        // SAFETY: as above.
+        unsafe { (self.forward)(self.shared) }
     }
 }
 
@@ -398,7 +437,7 @@ pub struct LetTail<Sch, E, V2, R> {
     /// The returned sender's completion: `Some(v)` for a value, `None` for stopped.
     result: sync::UnsafeCell<Option<Option<V2>>>,
     /// Forwards the outer stop request to the scope.
-    stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    stop_cb: UnsafeCell<Option<RawStopCallback<'static, LetForwardStop>>>,
 }
 
 impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
@@ -661,7 +700,7 @@ where
             // Forward the outer stop request to the scope's source. The token borrows the
             // outer environment, which outlives the callback (dropped by `finish` first).
             let outer = std::mem::transmute::<StopToken<'_>, StopToken<'static>>(env.stop_token());
-            let cb = (*state.tail.stop_cb.get()).insert(RawStopCallback::new(outer, ForwardStop::new(&core.stop)));
+            let cb = (*state.tail.stop_cb.get()).insert(RawStopCallback::new(outer, LetForwardStop::new(shared)));
             Pin::new_unchecked(cb).register();
 
             let args = (*state.args.get()).insert(value);
@@ -800,7 +839,7 @@ mod loom_tests {
     //! next. The core's first panic sits behind a `parking_lot` mutex, which loom does not
     //! see (it is never held across a loom operation, so it cannot deadlock a model).
     use super::*;
-    use crate::stop::InplaceStopSource;
+    use crate::stop::{InplaceStopSource, Invoke};
     use crate::sync::thread;
     use loom::sync::atomic::AtomicUsize as Count;
 
@@ -814,7 +853,9 @@ mod loom_tests {
         /// Set once `outer.request_stop()` has returned.
         outer_stopped: AtomicBool,
         /// `LetTail::stop_cb`: forwards the outer stop request to the scope's source.
-        stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+        stop_cb: UnsafeCell<Option<RawStopCallback<'static, LetForwardStop>>>,
+        /// The stop callback of spawned work that waits for the scope's stop request.
+        work_cb: UnsafeCell<Option<RawStopCallback<'static, CompleteWork>>>,
         /// Associations alive, as the model counts them: up after each `associate`, down
         /// just before each drop.
         live: Count,
@@ -830,8 +871,26 @@ mod loom_tests {
 
     // SAFETY: the shared state is `Sync` (its own impl); `stop_cb` is written before any
     // association exists, and taken once by the join's completion, which the counter
-    // orders after every association (as `LetTail::stop_cb`).
+    // orders after every association (as `LetTail::stop_cb`); `work_cb` is written before
+    // the threads that may run it start, and dropped by its own callback.
     unsafe impl Sync for Model {}
+
+    /// Spawned work that completes when the scope's stop is requested, inside the stop
+    /// callback (as a timer or an I/O wait would): its completion destroys its operation,
+    /// and with it the callback's own registration, then dissociates (`SpawnReceiver`).
+    struct CompleteWork {
+        m: &'static Model,
+        work: LetAssociation<'static, NoScheduler, u32>,
+    }
+
+    impl Invoke for CompleteWork {
+        fn invoke(self) {
+            // SAFETY: the callback runs once; dropping its own registration from inside it
+            // is allowed, and nothing else touches the cell.
+            unsafe { *self.m.work_cb.get() = None };
+            dissociate(self.m, self.work);
+        }
+    }
 
     fn open() -> &'static Model {
         let core: &'static ScopeCore = Box::leak(Box::new(ScopeCore::new_for_model(2)));
@@ -848,6 +907,7 @@ mod loom_tests {
             outer: InplaceStopSource::new(),
             outer_stopped: AtomicBool::new(false),
             stop_cb: UnsafeCell::new(None),
+            work_cb: UnsafeCell::new(None),
             live: Count::new(0),
             joins: Count::new(0),
             kept: Count::new(0),
@@ -891,6 +951,10 @@ mod loom_tests {
     /// `data` is a model from `open`; called once, when the count reached zero under the
     /// join.
     unsafe fn joined(data: *const ()) {
+        if std::thread::panicking() {
+            // The model already failed; its unwinding dropped the last association.
+            return;
+        }
         // SAFETY: the caller's contract; the model lives until `free`.
         let m = unsafe { &*data.cast::<Model>() };
         let core = m.shared.core;
@@ -916,6 +980,19 @@ mod loom_tests {
         // registered on the source and no other thread uses it (`release`'s argument).
         unsafe { core.stop.reset() };
         m.joins.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// `set_value`'s first step: forward the outer stop request to the scope's source
+    /// (inline, if it was already requested).
+    fn forward_outer_stop(m: &'static Model) {
+        // SAFETY: written before any association exists; the model does not move until
+        // `free`, and the join's completion drops the callback before the scope's source
+        // is reset.
+        unsafe {
+            let forward = LetForwardStop::new(&m.shared);
+            let cb = (*m.stop_cb.get()).insert(RawStopCallback::new(m.outer.token(), forward));
+            Pin::new_unchecked(cb).register();
+        }
     }
 
     /// Starts the join as `set_value` does: queue the waiter, or complete inline.
@@ -996,15 +1073,8 @@ mod loom_tests {
                 m.outer.request_stop();
                 m.outer_stopped.store(true, Ordering::Release);
             });
-            // `set_value`: forward the outer stop request to the scope's source (inline if
-            // it was already requested)...
-            // SAFETY: the model does not move until `free`; the callback is dropped by the
-            // join's completion, before the scope's source is reset.
-            unsafe {
-                let forward = ForwardStop::new(&m.shared.core.stop);
-                let cb = (*m.stop_cb.get()).insert(RawStopCallback::new(m.outer.token(), forward));
-                Pin::new_unchecked(cb).register();
-            }
+            // `set_value`: forward the outer stop request to the scope's source...
+            forward_outer_stop(m);
             // ...take the returned sender's association, and run `f`, which spawns work
             // onto another worker.
             let result = associate(m);
@@ -1029,6 +1099,40 @@ mod loom_tests {
             assert!(!m.shared.core.stop.stop_requested(), "a stop callback outlived the join");
             // SAFETY: the join's completion took it; every thread has ended.
             assert!(unsafe { (*m.stop_cb.get()).is_none() });
+            // SAFETY: every thread has ended.
+            unsafe { free(m) };
+        });
+    }
+
+    /// The outer stop request, forwarded into the scope, completes the last spawned work
+    /// inside the scope's own `request_stop`, so the join completes (and, without a
+    /// scheduler, `finish` releases the core) while that `request_stop` is still running
+    /// on this thread: when it returns into its loop it relocks the released source and
+    /// leaves it "stop requested", and a recycled core would start its next scope
+    /// stopped (or, if another thread took the core meanwhile, run that scope's
+    /// callbacks).
+    #[test]
+    fn a_join_completing_inside_the_forwarded_stop_request_leaves_the_core_clean() {
+        loom::model(|| {
+            let m = open();
+            let stopper = thread::spawn(move || {
+                m.outer.request_stop();
+            });
+            forward_outer_stop(m);
+            let result = associate(m);
+            let work = associate(m);
+            // SAFETY: the token's source is the scope's core, which outlives the model; the
+            // callback is dropped (by itself) before the association it holds.
+            unsafe {
+                let token = work.env().stop_token().detach();
+                let cb = (*m.work_cb.get()).insert(RawStopCallback::new(token, CompleteWork { m, work }));
+                Pin::new_unchecked(cb).register();
+            }
+            start_join(m);
+            dissociate(m, result);
+            stopper.join().unwrap();
+            assert_eq!(m.joins.load(Ordering::Acquire), 1, "the join completes exactly once");
+            assert!(!m.shared.core.stop.stop_requested(), "the released core was left stopped");
             // SAFETY: every thread has ended.
             unsafe { free(m) };
         });

@@ -18,8 +18,8 @@ pub use counting::{
 };
 pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
-    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp,
-    LetScopeShared, LetScopeState, LetScopeToken, LetTail, NoHop, let_async_scope,
+    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetForwardStop, LetHop, LetResult, LetScopeFirst,
+    LetScopeOp, LetScopeShared, LetScopeState, LetScopeToken, LetTail, NoHop, let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
 pub use token::{Association, ScopeLifetime, ScopeToken};
