@@ -814,3 +814,80 @@ fn stress_a_million_random_spawns_with_stops_and_panics() {
     }
     assert_eq!(scope.state(), ScopeState::Joined);
 }
+
+// ---------------------------------------------------------------------------------------
+// Regression: a stop request that completes the work inline must not free the block
+// while the request still walks the block's stop source.
+
+/// Work that stays pending until stopped, then completes stopped inline, from the stop
+/// callback; `ran` records that it completed.
+fn until_stop(
+    registered: &'static AtomicBool,
+    ran: &'static AtomicBool,
+) -> impl Sender<Value = (), Error = Infallible>
++ SenderTo<FutureReceiver<(), Infallible, ScopeAssociation>, Operation: Send>
++ Send
++ 'static {
+    common::cancel_on_stop::<Infallible>(registered).upon_stopped(move || ran.store(true, Ordering::SeqCst))
+}
+
+static SECOND: Mutex<Option<SpawnFuture<(), Infallible>>> = Mutex::new(None);
+static SECOND_REGISTERED: AtomicBool = AtomicBool::new(false);
+static SECOND_RAN: AtomicBool = AtomicBool::new(false);
+
+/// The receiver of the first future: on its stop, spawns a second future of the same
+/// type (whose block reuses the first one's if it was freed early).
+struct SpawnAgain {
+    source: &'static InplaceStopSource,
+    token: SimpleToken,
+}
+impl Env for SpawnAgain {
+    type Scheduler = NoScheduler;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        self.source.token()
+    }
+}
+impl Receiver<(), Infallible> for SpawnAgain {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, (): ()) {}
+    fn set_error(self, e: Infallible) {
+        match e {}
+    }
+    fn set_stopped(self) {
+        *SECOND.lock().unwrap() = Some(spawn_future(until_stop(&SECOND_REGISTERED, &SECOND_RAN), self.token));
+    }
+    fn set_panic(self, p: Panic) {
+        p.resume()
+    }
+}
+
+#[test]
+fn a_future_stopped_by_its_receiver_keeps_its_block_until_the_stop_request_returns() {
+    static FIRST_REGISTERED: AtomicBool = AtomicBool::new(false);
+    static FIRST_RAN: AtomicBool = AtomicBool::new(false);
+    let scope = SimpleCountingScope::new();
+    let outer: &'static InplaceStopSource = leak(InplaceStopSource::new());
+    let fut = spawn_future(until_stop(&FIRST_REGISTERED, &FIRST_RAN), scope.token());
+    let mut op = Box::pin(fut.connect(SpawnAgain { source: outer, token: scope.token() }));
+    // SAFETY: pinned in its box, started once, dropped only after it completed (below).
+    unsafe { op.as_mut().start() };
+    assert!(FIRST_REGISTERED.load(Ordering::SeqCst));
+    // The future's stop callback asks the work to stop; the work completes inline, inside
+    // that request, and the future completes stopped (spawning the second future).
+    outer.request_stop();
+    assert!(FIRST_RAN.load(Ordering::SeqCst));
+    assert!(SECOND_REGISTERED.load(Ordering::SeqCst), "the second future's work started");
+    assert!(!SECOND_RAN.load(Ordering::SeqCst), "the second work was stopped by nobody");
+    drop(SECOND.lock().unwrap().take()); // requests its stop: it completes
+    assert!(SECOND_RAN.load(Ordering::SeqCst));
+    drop(op);
+    scope.close();
+    sync_wait(scope.join()).unwrap();
+}

@@ -128,30 +128,68 @@ struct Header<V, E> {
     /// The work's stop source: the future's drop or stop, and the scope's stop, request
     /// stop here.
     stop: InplaceStopSource,
+    /// The future's and the work's references to the block, plus one for each stop
+    /// request in progress on `stop`; whoever drops the last frees the block.
+    refs: AtomicUsize,
     /// Frees the whole block (the work's operation is already destroyed).
     free: unsafe fn(*const Header<V, E>),
 }
 
-/// Forwards a stop request to another source (the scope's to the work's own, or an outer
-/// receiver's to a `let_async_scope`'s).
-pub(crate) struct ForwardStop(*const InplaceStopSource);
+impl<V, E> Header<V, E> {
+    /// Drops one reference; the last one frees the block.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns one reference, which it does not use again.
+    unsafe fn release(this: *const Self) {
+        // SAFETY: the caller's reference keeps the block alive until the decrement.
+        if unsafe { (*this).refs.fetch_sub(1, Ordering::AcqRel) } == 1 {
+            // SAFETY: no reference is left.
+            unsafe { ((*this).free)(this) }
+        }
+    }
 
-impl ForwardStop {
-    /// Forwards to `target`, which must outlive the callback.
-    pub(crate) fn new(target: *const InplaceStopSource) -> Self {
-        ForwardStop(target)
+    /// Requests stop on the work, holding a reference across the request: it may
+    /// complete the work, and then the future, inline, and their references go with
+    /// them, while the request still walks the block's stop source.
+    ///
+    /// # Safety
+    ///
+    /// The block is alive (the caller holds a reference, or a stop callback on it that
+    /// the work drops before giving up its own).
+    unsafe fn stop_work(this: *const Self) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            (*this).refs.fetch_add(1, Ordering::Relaxed);
+            (*this).stop.request_stop();
+            Self::release(this);
+        }
     }
 }
 
-// SAFETY: the source is `Sync` and outlives the callback (it lives in the same block
-// and the callback is dropped first).
-unsafe impl Send for ForwardStop {}
+/// Forwards the scope's stop request to the work (the scope's stop callback).
+struct ForwardToWork {
+    header: *const (),
+    stop: unsafe fn(*const ()),
+}
 
-impl Invoke for ForwardStop {
+// SAFETY: the block's contents are `Send` (required by `spawn_future`); the work drops
+// this callback (waiting for it if it runs) before it gives up its reference.
+unsafe impl Send for ForwardToWork {}
+
+impl Invoke for ForwardToWork {
     fn invoke(self) {
         // SAFETY: as above.
-        unsafe { (*self.0).request_stop() };
+        unsafe { (self.stop)(self.header) }
     }
+}
+
+/// # Safety
+///
+/// `header` is a live `Header<V, E>` (see `ForwardToWork`).
+unsafe fn forward_to_work<V, E>(header: *const ()) {
+    // SAFETY: the caller's contract.
+    unsafe { Header::stop_work(header.cast::<Header<V, E>>()) }
 }
 
 /// The work side's part of the block, whatever the operation's type.
@@ -159,7 +197,7 @@ impl Invoke for ForwardStop {
 struct Head<V, E, A> {
     header: Header<V, E>,
     /// Registered on the association's stop token; dropped before the association.
-    scope_stop: ManuallyDrop<RawStopCallback<'static, ForwardStop>>,
+    scope_stop: ManuallyDrop<RawStopCallback<'static, ForwardToWork>>,
     assoc: ManuallyDrop<A>,
 }
 
@@ -216,14 +254,14 @@ unsafe fn finish_work<V, E, A: Association>(
     // Dissociate before publishing: the future's continuation is not scope work and may
     // run long (or even join this very scope).
     drop(assoc);
-    // SAFETY: the header lives until freed by the side that ends last.
-    let header = unsafe { &(*head).header };
-    match header.cell.complete(outcome) {
-        AfterComplete::Notify(waiter) => waiter.notify(),
-        // SAFETY: both sides are done; only this thread touches the block.
-        AfterComplete::Free => unsafe { (header.free)(header) },
-        AfterComplete::Nothing => {}
+    // SAFETY: the work's reference keeps the header alive until the release below.
+    let header = unsafe { &raw const (*head).header };
+    // SAFETY: as above.
+    if let AfterComplete::Notify(waiter) = unsafe { (*header).cell.complete(outcome) } {
+        waiter.notify();
     }
+    // SAFETY: the work's reference, given up once.
+    unsafe { Header::release(header) }
 }
 
 /// The receiver of the spawned work.
@@ -317,12 +355,12 @@ impl<V, E> std::fmt::Debug for SpawnFuture<V, E> {
 ///
 /// `header` is a live block's header, and the caller is the future side, abandoning once.
 unsafe fn abandon<V, E>(header: *const Header<V, E>) {
-    // SAFETY: the block lives until both sides are done; this side is not done yet.
-    let h = unsafe { &*header };
-    h.stop.request_stop();
-    if h.cell.abandon() {
-        // SAFETY: both sides are done.
-        unsafe { (h.free)(header) };
+    // SAFETY: the future's reference keeps the block alive until the release; the work
+    // frees nothing while it is held.
+    unsafe {
+        (*header).stop.request_stop();
+        (*header).cell.abandon();
+        Header::release(header);
     }
 }
 
@@ -400,10 +438,10 @@ impl<V, E, R: Receiver<V, E> + Send> FutureOp<V, E, R> {
             (*this).stop_cb = None;
             ((*this).header.take().expect("future header"), (*this).rcvr.take().expect("future receiver"))
         };
-        // SAFETY: this side owns the block now; the result is taken, then it is freed.
+        // SAFETY: the result is this side's now; then the future's reference goes.
         let outcome = unsafe {
             let outcome = (*header).cell.take();
-            ((*header).free)(header);
+            Header::release(header);
             outcome
         };
         match outcome {
@@ -431,18 +469,27 @@ impl<V, E, R: Receiver<V, E> + Send> FutureOp<V, E, R> {
     ///
     /// `this` is a started operation whose stop callback is running this.
     unsafe fn on_stop(this: *const Self) {
-        // SAFETY: the block stays alive while this side has not finished.
-        let header = unsafe { &*(*this).header.expect("future header") };
-        header.stop.request_stop();
-        if header.cell.cancel() {
-            // SAFETY: this side won: the work frees the block; the operation completes
-            // here. The callback drops its own registration (allowed from inside it).
-            unsafe {
-                let this = this.cast_mut();
-                (*this).header = None;
-                (*this).stop_cb = None;
-                (*this).rcvr.take().expect("future receiver").set_stopped();
-            }
+        // SAFETY: the future's reference keeps the block alive while this side has not
+        // finished.
+        let header = unsafe { (*this).header }.expect("future header");
+        // SAFETY: as above.
+        if !unsafe { (*header).cell.cancel() } {
+            // The work completed first: its notification delivers the result (it waits
+            // for this callback before touching the operation).
+            return;
+        }
+        // This side won: it completes the operation stopped. First it asks the work to
+        // stop, under the future's reference (the work may complete inline inside the
+        // request); then it gives the reference up. The callback drops its own
+        // registration, which is allowed from inside it.
+        // SAFETY: as above; nothing touches the operation after its receiver is called.
+        unsafe {
+            (*header).stop.request_stop();
+            let this = this.cast_mut();
+            (*this).header = None;
+            (*this).stop_cb = None;
+            Header::release(header);
+            (*this).rcvr.take().expect("future receiver").set_stopped();
         }
     }
 }
@@ -532,9 +579,13 @@ where
             header: Header {
                 cell: FutureCell::new(),
                 stop: InplaceStopSource::new(),
+                refs: AtomicUsize::new(2),
                 free: free_block::<V<S>, E<S>, A<Tk>, Op<S, Tk>>,
             },
-            scope_stop: ManuallyDrop::new(RawStopCallback::new(StopToken::never(), ForwardStop(std::ptr::null()))),
+            scope_stop: ManuallyDrop::new(RawStopCallback::new(
+                StopToken::never(),
+                ForwardToWork { header: std::ptr::null(), stop: forward_to_work::<V<S>, E<S>> },
+            )),
             assoc: ManuallyDrop::new(assoc),
         },
         op: MaybeUninit::uninit(),
@@ -547,8 +598,9 @@ where
     // and then takes the association out.
     unsafe {
         let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.env().stop_token());
-        let source = &raw const (*head).header.stop;
-        *(*head).scope_stop = RawStopCallback::new(scope_token, ForwardStop(source));
+        let header = (&raw const (*head).header).cast::<()>();
+        *(*head).scope_stop =
+            RawStopCallback::new(scope_token, ForwardToWork { header, stop: forward_to_work::<V<S>, E<S>> });
         Pin::new_unchecked(&mut *(*head).scope_stop).register();
         let rcvr = FutureReceiver { head, drop_op: drop_op::<V<S>, E<S>, A<Tk>, Op<S, Tk>> };
         (*block).op.write(sndr.connect(rcvr));

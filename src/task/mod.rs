@@ -66,9 +66,8 @@ use crate::pool::PoolDomain;
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::scope::HopTo;
-use crate::scope::future::ForwardStop;
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{InplaceStopSource, RawStopCallback, StopToken};
+use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, lock};
 
 use scheduler::Scheduled;
@@ -241,7 +240,7 @@ pub struct TaskCtx {
     /// The task's stop source, linked lazily to the receiver's token.
     stop: InplaceStopSource,
     link: AtomicU8,
-    link_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    link_cb: UnsafeCell<Option<RawStopCallback<'static, TaskForwardStop>>>,
     /// `change_scheduler` asked for a hop (runner only).
     hop_requested: Cell<bool>,
     /// The scheduler set by `change_scheduler` (written by the runner only).
@@ -431,8 +430,7 @@ impl TaskCtx {
                     unsafe {
                         let outer = (self.vtable.stop_token)(self);
                         if outer.stop_possible() {
-                            let cb =
-                                (*self.link_cb.get()).insert(RawStopCallback::new(outer, ForwardStop::new(&self.stop)));
+                            let cb = (*self.link_cb.get()).insert(RawStopCallback::new(outer, TaskForwardStop(self)));
                             Pin::new_unchecked(cb).register();
                         }
                     }
@@ -444,6 +442,27 @@ impl TaskCtx {
             }
         }
         self.stop.token()
+    }
+}
+
+/// Forwards the receiver's stop request to the task's own source, counted like an
+/// awaited operation for the duration: the request may complete awaited operations
+/// inline, and the task must not resume, complete and go away inside its own source's
+/// `request_stop`. The end of the request may then resume it (a spurious poll at worst).
+pub struct TaskForwardStop(*const TaskCtx);
+
+// SAFETY: the context is `Sync`; the task drops this callback (waiting for it if it
+// runs) before it completes.
+unsafe impl Send for TaskForwardStop {}
+
+impl Invoke for TaskForwardStop {
+    fn invoke(self) {
+        // SAFETY: as above.
+        let ctx = unsafe { &*self.0 };
+        ctx.state.fetch_add(ONE, Ordering::AcqRel);
+        ctx.stop.request_stop();
+        // Not an awaited operation: a node no start can be running.
+        ctx.op_done(NonNull::<AwaitNode>::dangling().as_ptr());
     }
 }
 
