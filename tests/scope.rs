@@ -824,8 +824,7 @@ fn stress_a_million_random_spawns_with_stops_and_panics() {
 fn until_stop(
     registered: &'static AtomicBool,
     ran: &'static AtomicBool,
-) -> impl Sender<Value = (), Error = Infallible>
-+ SenderTo<FutureReceiver<(), Infallible, ScopeAssociation>, Operation: Send>
+) -> impl SenderTo<FutureReceiver<(), Infallible, ScopeAssociation>, Value = (), Error = Infallible, Operation: Send>
 + Send
 + 'static {
     common::cancel_on_stop::<Infallible>(registered).upon_stopped(move || ran.store(true, Ordering::SeqCst))
