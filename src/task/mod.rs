@@ -247,6 +247,8 @@ pub struct TaskCtx {
     moved_to: UnsafeCell<Option<TaskScheduler>>,
     /// The handle clones of the waker share, made on first clone (runner only).
     wake_handle: UnsafeCell<Option<std::sync::Arc<WakeHandle>>>,
+    /// Where the task resumes (set at start, then read only).
+    home: Cell<Option<HomeInfo>>,
     /// The task operation's own functions.
     vtable: &'static CtxVTable,
 }
@@ -300,6 +302,7 @@ impl TaskCtx {
             link_cb: UnsafeCell::new(None),
             hop_requested: Cell::new(false),
             moved_to: UnsafeCell::new(None),
+            home: Cell::new(None),
             wake_handle: UnsafeCell::new(None),
             vtable,
         }
@@ -465,6 +468,32 @@ impl Invoke for TaskForwardStop {
         ctx.op_done(NonNull::<AwaitNode>::dangling().as_ptr());
     }
 }
+
+/// Where a task resumes, in a form its awaited child tasks can inherit without touching
+/// a reference count: the root task's own scheduler (owned by the root's operation),
+/// asked through two functions. A child task finds its parent's through its receiver's
+/// environment (a crate-private query, [`HomeKey`]), so nested tasks never materialize
+/// an erased scheduler to decide where to resume.
+#[derive(Clone, Copy)]
+pub struct HomeInfo {
+    /// The root task's operation.
+    data: *const (),
+    /// Whether the calling thread runs on the root's scheduler.
+    here: unsafe fn(*const ()) -> bool,
+    /// Resumes `ctx` (a task inheriting this home) on the root's scheduler.
+    hop: unsafe fn(*const (), *const TaskCtx),
+}
+
+// SAFETY: the root task's operation (which `data` points to) outlives every task that
+// inherits its home: they run as operations awaited inside it, and use the home only
+// before they complete. Its scheduler is `Sync`.
+unsafe impl Send for HomeInfo {}
+// SAFETY: as above.
+unsafe impl Sync for HomeInfo {}
+
+/// The key of the crate-private query by which a child task finds its parent's
+/// [`HomeInfo`] in its environment.
+pub struct HomeKey;
 
 /// What clones of the task's waker hold: the task while it lives.
 struct WakeHandle {
@@ -689,6 +718,10 @@ impl<V, E> Env for AwaitRcvr<V, E> {
         self.ctx().stop_token()
     }
     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        if key == TypeId::of::<HomeKey>() {
+            // SAFETY: written at the task's start, before any await; read only since.
+            return unsafe { (*self.ctx().home.as_ptr()).as_ref() }.map(|h| h as &(dyn Any + Send + Sync));
+        }
         // SAFETY: as above; the answer borrows the receiver's env, which outlives `self`.
         unsafe { (self.ctx().vtable.prop)(self.ctx, key).map(|p| &*p) }
     }
@@ -780,6 +813,9 @@ pub trait TaskHome: MaybeScheduler {
     fn erase(&self) -> TaskScheduler;
     /// Whether the calling thread runs on it (always, for no scheduler).
     fn here(&self) -> bool;
+    /// Runs `then` on it (inline, for no scheduler), through one heap block.
+    #[doc(hidden)]
+    fn schedule_boxed(&self, then: scheduler::Then);
 }
 
 impl TaskHome for NoScheduler {
@@ -788,6 +824,9 @@ impl TaskHome for NoScheduler {
     }
     fn here(&self) -> bool {
         true
+    }
+    fn schedule_boxed(&self, then: scheduler::Then) {
+        then(Scheduled::Value)
     }
 }
 
@@ -800,6 +839,9 @@ where
     }
     fn here(&self) -> bool {
         self.is_current()
+    }
+    fn schedule_boxed(&self, then: scheduler::Then) {
+        scheduler::schedule_then(self, then)
     }
 }
 
@@ -854,6 +896,8 @@ where
     frame: Cell<Option<NonNull<Header<T, E>>>>,
     rcvr: UnsafeCell<Option<R>>,
     hop: UnsafeCell<Option<HopOp<R, T, E>>>,
+    /// The receiver's scheduler, when this task does not inherit a home (read at start).
+    sched: UnsafeCell<Option<HomeOf<R, T, E>>>,
     _p: PhantomData<&'a ()>,
     _pin: PhantomPinned,
 }
@@ -881,6 +925,7 @@ where
             frame: Cell::new(Some(self.into_frame())),
             rcvr: UnsafeCell::new(Some(receiver)),
             hop: UnsafeCell::new(None),
+            sched: UnsafeCell::new(None),
             _p: PhantomData,
             _pin: PhantomPinned,
         }
@@ -992,18 +1037,58 @@ where
                 }
             }));
         }
-        let home = op.rcvr().env().scheduler();
-        if home.here() {
+        let home = op.ctx.home.get().expect("task: started");
+        // SAFETY: the home's root outlives this task (see `HomeInfo`).
+        if unsafe { (home.here)(home.data) } {
             // SAFETY: forwarded.
             return unsafe { Self::run(ctx) };
         }
-        match home.hop(TaskHop { ctx }) {
+        if home.data != ptr::from_ref(op).cast() {
+            // An inherited home: the root schedules this task's resumption.
+            // SAFETY: as above; `RUNNING` travels with the hop.
+            return unsafe { (home.hop)(home.data, ctx) };
+        }
+        // SAFETY: the scheduler was read at start and is not written again.
+        let sched = unsafe { (*op.sched.get()).as_ref() }.expect("task: own home");
+        match sched.hop(TaskHop { ctx }) {
             // SAFETY: the slot is the runner's; the previous hop has completed (it ran
             // the poll that led here). The operation is pinned in place and started once.
             Some(hop) => unsafe { Pin::new_unchecked((*op.hop.get()).insert(hop)).start() },
             // SAFETY: forwarded.
             None => unsafe { Self::run(ctx) },
         }
+    }
+
+    /// Whether the calling thread runs on this (root) task's scheduler.
+    ///
+    /// # Safety
+    ///
+    /// `data` is a live `Self` whose scheduler was read at start.
+    unsafe fn home_here(data: *const ()) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { (*(*data.cast::<Self>()).sched.get()).as_ref() }.is_some_and(TaskHome::here)
+    }
+
+    /// Resumes `ctx`, a task inheriting this task's home, on this task's scheduler.
+    ///
+    /// # Safety
+    ///
+    /// As for `home_here`; the caller holds `ctx`'s `RUNNING`, which travels with the hop.
+    unsafe fn home_hop(data: *const (), ctx: *const TaskCtx) {
+        // SAFETY: the caller's contract.
+        let sched = unsafe { (*(*data.cast::<Self>()).sched.get()).as_ref() }.expect("task: own home");
+        let ctx = SendPtr(ctx);
+        sched.schedule_boxed(Box::new(move |how| {
+            let ctx = ctx;
+            // SAFETY: `RUNNING` came with the hop; a refused or panicking hop still
+            // resumes (a panic completes the task).
+            unsafe {
+                if let Scheduled::Panic(p) = how {
+                    (*ctx.0).record_panic(p);
+                }
+                ((*ctx.0).vtable.run)(ctx.0)
+            }
+        }));
     }
 
     /// The poll loop.
@@ -1113,6 +1198,14 @@ where
     HomeOf<R, T, E>: TaskHome + HopTo<TaskHop>,
 {
     unsafe fn start(self: Pin<&mut Self>) {
+        let env = self.rcvr().env();
+        let inherited = env.prop(TypeId::of::<HomeKey>()).and_then(|h| h.downcast_ref::<HomeInfo>()).copied();
+        let home = inherited.unwrap_or_else(|| {
+            // SAFETY: nothing else touches the operation before its first poll.
+            unsafe { *self.sched.get() = Some(env.scheduler()) };
+            HomeInfo { data: ptr::from_ref(&*self).cast(), here: Self::home_here, hop: Self::home_hop }
+        });
+        self.ctx.home.set(Some(home));
         // The context starts in `RUNNING`: the first poll runs here, on the starting
         // thread. SAFETY: the operation is pinned and lives until it completes.
         unsafe { Self::run(&self.ctx) }

@@ -18,7 +18,7 @@ use crate::schedulers::inline::InlineScheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
 
 /// What an erased schedule reports to its callback.
-pub(crate) enum Scheduled {
+pub enum Scheduled {
     /// Running on the scheduler now.
     Value,
     /// The scheduler refused (it is shutting down).
@@ -28,7 +28,7 @@ pub(crate) enum Scheduled {
 }
 
 /// A callback run once where an erased `schedule()` completes.
-pub(crate) type Then = Box<dyn FnOnce(Scheduled) + Send>;
+pub type Then = Box<dyn FnOnce(Scheduled) + Send>;
 
 trait DynScheduler: Send + Sync + 'static {
     fn is_current(&self) -> bool;
@@ -94,6 +94,14 @@ unsafe fn free_op<Op>(block: NonNull<()>) {
     }
 }
 
+/// Runs `then` on `sch` through one heap block holding the real `schedule()` operation.
+pub(crate) fn schedule_then<S: Scheduler>(sch: &S, then: Then)
+where
+    S::Sender: SenderTo<ErasedScheduleReceiver>,
+{
+    DynScheduler::schedule_then(sch, then)
+}
+
 impl<S: Scheduler> DynScheduler for S
 where
     S::Sender: SenderTo<ErasedScheduleReceiver>,
@@ -137,12 +145,15 @@ where
 pub struct TaskScheduler(Arc<dyn DynScheduler>);
 
 impl TaskScheduler {
-    /// Erases `sch`.
+    /// Erases `sch` (a `TaskScheduler` is returned as it is, not wrapped again).
     pub fn new<S: Scheduler>(sch: S) -> Self
     where
         S::Sender: SenderTo<ErasedScheduleReceiver>,
     {
-        TaskScheduler(Arc::new(sch))
+        match (&sch as &dyn Any).downcast_ref::<TaskScheduler>() {
+            Some(already) => already.clone(),
+            None => TaskScheduler(Arc::new(sch)),
+        }
     }
 
     /// The real scheduler, if it is an `S`.
