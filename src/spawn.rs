@@ -161,7 +161,7 @@ unsafe fn discard_block<Op, A>(block: *mut ()) {
 ///
 /// It is implemented for every sender that completes with `()`, whose error the scope
 /// can hold (`Error: Into<` the association's error `>`: only
-/// [`Infallible`] for the counting scopes), that lives as long as the scope (`'static`
+/// [`Infallible`](std::convert::Infallible) for the counting scopes), that lives as long as the scope (`'static`
 /// for the counting scopes, the scope's lifetime for a
 /// [`let_async_scope`](crate::SenderExt::let_async_scope)), and whose operation can be
 /// sent to the thread that runs it. Use it as the return type of a function that makes
