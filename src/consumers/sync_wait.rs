@@ -42,14 +42,22 @@ where
 
 /// The environment `sync_wait` gives its sender: the run loop as scheduler, no stop.
 pub struct SyncWaitEnv {
-    sch: RunLoopScheduler,
+    /// The waiting thread's loop, which outlives the operation.
+    run_loop: *const RunLoop,
 }
+
+// SAFETY: the run loop lives on the waiting thread's stack until the operation has
+// completed, and a shared `RunLoop` only hands out scheduler handles (`Sync`).
+unsafe impl Sync for SyncWaitEnv {}
+// SAFETY: as above.
+unsafe impl Send for SyncWaitEnv {}
 
 impl Env for SyncWaitEnv {
     type Scheduler = RunLoopScheduler;
     type Domain = NoDomain;
     fn scheduler(&self) -> RunLoopScheduler {
-        self.sch.clone()
+        // SAFETY: see the `Sync` impl.
+        unsafe { (*self.run_loop).scheduler() }
     }
     fn stop_token(&self) -> StopToken<'_> {
         StopToken::never()
@@ -118,20 +126,25 @@ pub(crate) fn run_sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, 
 where
     S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
 {
-    let run_loop = RunLoop::new();
-    let state = State { env: SyncWaitEnv { sch: run_loop.scheduler() }, outcome: UnsafeCell::new(None) };
-    let rcvr = SyncWaitReceiver { state: &state, sch: run_loop.scheduler() };
-    run_loop.claim_current_thread();
-    let mut op = pin!(sndr.connect(rcvr));
-    let guard = AbortOnUnwind("an operation's start unwound inside sync_wait");
-    // SAFETY: `op` is pinned on this stack frame, started once, and not dropped before
-    // the completion: `run` returns only after the receiver called `finish`, and the
-    // abort guards turn any unwind in between into an abort instead of a drop.
-    unsafe { op.as_mut().start() };
-    run_loop.run();
-    std::mem::forget(guard);
-    // SAFETY: the receiver wrote the outcome before `finish`; `run` returned after it.
-    let outcome = unsafe { (*state.outcome.get()).take() };
+    // This thread's cached loop: no allocation, no lock and no system call when the
+    // sender completes inline (see `RunLoop`).
+    let run_loop = RunLoop::for_sync_wait();
+    let outcome = {
+        let state = State { env: SyncWaitEnv { run_loop: &run_loop }, outcome: UnsafeCell::new(None) };
+        let rcvr = SyncWaitReceiver { state: &state, sch: run_loop.scheduler() };
+        run_loop.claim_current_thread();
+        let mut op = pin!(sndr.connect(rcvr));
+        let guard = AbortOnUnwind("an operation's start unwound inside sync_wait");
+        // SAFETY: `op` is pinned on this stack frame, started once, and not dropped
+        // before the completion: `run` returns only after the receiver called `finish`,
+        // and the abort guards turn any unwind in between into an abort instead of a drop.
+        unsafe { op.as_mut().start() };
+        run_loop.run();
+        std::mem::forget(guard);
+        // SAFETY: the receiver wrote the outcome before `finish`; `run` returned after it.
+        unsafe { (*state.outcome.get()).take() }
+    };
+    run_loop.recycle();
     match outcome {
         Some(Outcome::Value(v)) => Ok(Some(v)),
         Some(Outcome::Error(e)) => Err(e),

@@ -8,6 +8,15 @@
 //! |---|---|---|
 //! | running | enqueues the node | runs nodes in FIFO order, sleeps when empty |
 //! | finishing | completes `set_stopped` inline (nobody would run it) | drains what was queued, then returns |
+//!
+//! One atomic word beside the mutex holds `FINISHED`, `SLEEPING` (the runner waits on the
+//! condition variable) and the number of queued nodes, so that the common path of
+//! [`sync_wait`](crate::sync_wait), a sender that completes inline, takes no lock and
+//! makes no system call: `finish` sets `FINISHED` and notifies only if the runner sleeps,
+//! and `run` returns at once when it finds `FINISHED` with nothing queued. A push counts
+//! its node in the same word in which it checks `FINISHED`, so a node counted before the
+//! finish is always run. The runner sets `SLEEPING` with a read-modify-write that also
+//! reads `FINISHED`, under the lock a pusher takes, so no wake-up is lost.
 
 use std::convert::Infallible;
 use std::marker::PhantomPinned;
@@ -19,7 +28,7 @@ use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::sync::{Arc, Condvar, Mutex, lock, thread};
+use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, Ordering, lock};
 
 /// A queue node: the head of every run-loop operation state.
 pub(crate) struct Node {
@@ -31,8 +40,6 @@ pub(crate) struct Node {
 struct Queue {
     head: *mut Node,
     tail: *mut Node,
-    finishing: bool,
-    runner: Option<thread::ThreadId>,
 }
 
 // SAFETY: the raw pointers are queue links to operation states whose connect required
@@ -40,18 +47,60 @@ struct Queue {
 // mutex.
 unsafe impl Send for Queue {}
 
+const FINISHED: usize = 1;
+const SLEEPING: usize = 2;
+const QUEUED: usize = 4;
+
 pub(crate) struct Inner {
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// `FINISHED | SLEEPING | queued nodes × QUEUED` (see the module docs).
+    state: AtomicUsize,
+    /// The thread running the loop: the address of a thread-local of that thread (0:
+    /// none), so that `is_current` takes no lock.
+    runner: AtomicUsize,
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// This thread's identity for `Inner::runner`: the address of this byte.
+    static THREAD_MARK: u8 = const { 0 };
+}
+
+// Loom runs its threads on one OS thread: its own thread-locals keep them apart.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static THREAD_MARK: u8 = 0;
+}
+
+/// A nonzero number unique to the calling thread among live threads.
+fn thread_mark() -> usize {
+    THREAD_MARK.with(|m| std::ptr::from_ref(m) as usize)
 }
 
 impl Inner {
+    fn new() -> Self {
+        Inner {
+            queue: Mutex::new(Queue { head: ptr::null_mut(), tail: ptr::null_mut() }),
+            ready: Condvar::new(),
+            state: AtomicUsize::new(0),
+            runner: AtomicUsize::new(0),
+        }
+    }
+
     /// Enqueues `node`, or returns false if the loop is finishing.
     fn push(&self, node: *mut Node) -> bool {
-        let mut q = lock(&self.queue);
-        if q.finishing {
-            return false;
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            if s & FINISHED != 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, s + QUEUED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
         }
+        let mut q = lock(&self.queue);
         // SAFETY: `node` is a pinned, started operation state that stays alive until its
         // `execute` runs; its link is ours until then.
         unsafe { (*node).next = ptr::null_mut() };
@@ -62,12 +111,16 @@ impl Inner {
             unsafe { (*q.tail).next = node };
         }
         q.tail = node;
+        // The runner sets `SLEEPING` under this lock before it waits.
+        let sleeping = self.state.load(Ordering::Relaxed) & SLEEPING != 0;
         drop(q);
-        self.ready.notify_one();
+        if sleeping {
+            self.ready.notify_one();
+        }
         true
     }
 
-    fn pop(q: &mut Queue) -> *mut Node {
+    fn pop(&self, q: &mut Queue) -> *mut Node {
         let node = q.head;
         if !node.is_null() {
             // SAFETY: `node` is queued and alive; we hold the lock.
@@ -75,13 +128,32 @@ impl Inner {
             if q.head.is_null() {
                 q.tail = ptr::null_mut();
             }
+            self.state.fetch_sub(QUEUED, Ordering::AcqRel);
         }
         node
     }
 
+    /// Sets `FINISHED`; wakes the runner only if it sleeps.
+    ///
+    /// After the read-modify-write, this touches the loop only if the runner was asleep
+    /// then: it cannot return (and free the loop) before this notification.
     fn finish(&self) {
-        lock(&self.queue).finishing = true;
-        self.ready.notify_all();
+        if self.state.fetch_or(FINISHED, Ordering::AcqRel) & SLEEPING != 0 {
+            drop(lock(&self.queue));
+            self.ready.notify_all();
+        }
+    }
+
+    /// Whether `run` has nothing left to do: finished, and nothing queued.
+    fn done(&self) -> bool {
+        self.state.load(Ordering::Acquire) == FINISHED
+    }
+
+    /// Returns the loop to its initial state, for reuse by `sync_wait` on this thread.
+    fn reset(&self) {
+        debug_assert!(self.done());
+        self.state.store(0, Ordering::Release);
+        self.runner.store(0, Ordering::Release);
     }
 }
 
@@ -110,17 +182,7 @@ impl Default for RunLoop {
 impl RunLoop {
     /// A new, empty run loop.
     pub fn new() -> Self {
-        RunLoop {
-            inner: Arc::new(Inner {
-                queue: Mutex::new(Queue {
-                    head: ptr::null_mut(),
-                    tail: ptr::null_mut(),
-                    finishing: false,
-                    runner: None,
-                }),
-                ready: Condvar::new(),
-            }),
-        }
+        RunLoop { inner: Arc::new(Inner::new()) }
     }
 
     /// A scheduler whose `schedule()` completes on the thread running this loop.
@@ -135,10 +197,15 @@ impl RunLoop {
     /// must not unwind); the process is aborted rather than leaving operation states
     /// half-completed.
     pub fn run(&self) {
-        let mut q = lock(&self.inner.queue);
-        q.runner = Some(thread::current().id());
+        let inner = &*self.inner;
+        inner.runner.store(thread_mark(), Ordering::Release);
+        if inner.done() {
+            inner.runner.store(0, Ordering::Release);
+            return;
+        }
+        let mut q = lock(&inner.queue);
         loop {
-            let node = Inner::pop(&mut q);
+            let node = inner.pop(&mut q);
             if !node.is_null() {
                 drop(q);
                 let guard = AbortOnUnwind("a run-loop work item unwound");
@@ -146,16 +213,31 @@ impl RunLoop {
                 // its `execute` runs, and it is popped exactly once.
                 unsafe { ((*node).execute)(node) };
                 std::mem::forget(guard);
-                q = lock(&self.inner.queue);
-            } else if q.finishing {
-                q.runner = None;
-                return;
-            } else {
-                q = match self.inner.ready.wait(q) {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
+                q = lock(&inner.queue);
+                continue;
             }
+            // Empty under the lock: sleep, unless finished (in the same step, so that a
+            // `finish` either sees `SLEEPING` or is seen here).
+            let s = inner.state.fetch_or(SLEEPING, Ordering::AcqRel);
+            if s & FINISHED != 0 && s < QUEUED {
+                inner.state.fetch_and(!SLEEPING, Ordering::AcqRel);
+                drop(q);
+                inner.runner.store(0, Ordering::Release);
+                return;
+            }
+            if s >= QUEUED {
+                // Counted but not linked yet: the pusher links it under this lock next.
+                inner.state.fetch_and(!SLEEPING, Ordering::AcqRel);
+                drop(q);
+                crate::sync::spin_wait();
+                q = lock(&inner.queue);
+                continue;
+            }
+            q = match inner.ready.wait(q) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            inner.state.fetch_and(!SLEEPING, Ordering::AcqRel);
         }
     }
 
@@ -163,7 +245,7 @@ impl RunLoop {
     /// is entered, so work started inline first (as `sync_wait` does) sees its
     /// scheduler as current.
     pub(crate) fn claim_current_thread(&self) {
-        lock(&self.inner.queue).runner = Some(thread::current().id());
+        self.inner.runner.store(thread_mark(), Ordering::Release);
     }
 
     /// Asks [`run`](Self::run) to return once the queue is empty. Work scheduled after
@@ -171,6 +253,32 @@ impl RunLoop {
     pub fn finish(&self) {
         self.inner.finish();
     }
+
+    /// A loop for `sync_wait` on this thread: the thread's cached one if it is free
+    /// (not used by an outer `sync_wait` of this thread), else a new one. Give it back
+    /// with [`recycle`](Self::recycle).
+    pub(crate) fn for_sync_wait() -> RunLoop {
+        #[cfg(not(loom))]
+        if let Some(inner) = CACHE.with(|c| c.take()) {
+            return RunLoop { inner };
+        }
+        RunLoop::new()
+    }
+
+    /// Returns a finished, drained loop to this thread's cache.
+    pub(crate) fn recycle(self) {
+        #[cfg(not(loom))]
+        if Arc::strong_count(&self.inner) == 1 {
+            self.inner.reset();
+            CACHE.with(|c| c.set(Some(self.inner)));
+        }
+    }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The run loop `sync_wait` reuses on this thread.
+    static CACHE: std::cell::Cell<Option<Arc<Inner>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Aborts the process if dropped during an unwind through code that must not unwind.
@@ -196,7 +304,7 @@ impl RunLoopScheduler {
 
     /// Whether the calling thread is the one currently running this loop.
     pub fn is_current(&self) -> bool {
-        lock(&self.inner.queue).runner == Some(thread::current().id())
+        self.inner.runner.load(Ordering::Acquire) == thread_mark()
     }
 }
 
@@ -302,5 +410,86 @@ impl<R: Receiver<(), Infallible>> OperationState for RunLoopOp<R> {
         {
             rcvr.set_stopped();
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The run loop's state word under loom: `run` racing `push` and `finish`. Checked: a
+    //! node that `push` accepted runs exactly once before `run` returns, `run` returns
+    //! once finished (no lost wake-up: loom reports a deadlock otherwise), and a refused
+    //! node never runs.
+    use super::*;
+    use crate::sync::thread;
+    use loom::sync::atomic::AtomicUsize as Count;
+
+    #[repr(C)]
+    struct TestNode {
+        node: Node,
+        ran: Arc<Count>,
+    }
+
+    unsafe fn execute(node: *mut Node) {
+        // SAFETY: the node heads a `TestNode` that outlives the model's threads.
+        unsafe { (*node.cast::<TestNode>()).ran.fetch_add(1, Ordering::AcqRel) };
+    }
+
+    fn model(pushes: bool) {
+        loom::model(move || {
+            let run_loop = RunLoop::new();
+            let inner = run_loop.inner.clone();
+            let ran = Arc::new(Count::new(0));
+            let mut node = Box::new(TestNode { node: Node { next: ptr::null_mut(), execute }, ran: ran.clone() });
+            let node_ptr = SendNode(&mut node.node);
+            let other = thread::spawn(move || {
+                let node_ptr = node_ptr;
+                let accepted = pushes && inner.push(node_ptr.0);
+                inner.finish();
+                accepted
+            });
+            run_loop.run();
+            let accepted = other.join().unwrap();
+            assert_eq!(
+                ran.load(Ordering::Acquire),
+                usize::from(accepted),
+                "an accepted node runs once, a refused one never"
+            );
+            drop(node);
+        });
+    }
+
+    struct SendNode(*mut Node);
+    // SAFETY: the node outlives the model's threads.
+    unsafe impl Send for SendNode {}
+
+    #[test]
+    fn finish_races_the_runner_going_to_sleep() {
+        model(false);
+    }
+
+    #[test]
+    fn a_push_then_finish_race_the_runner() {
+        model(true);
+    }
+
+    #[test]
+    fn a_push_races_a_finish_from_another_thread() {
+        loom::model(|| {
+            let run_loop = RunLoop::new();
+            let (a, b) = (run_loop.inner.clone(), run_loop.inner.clone());
+            let ran = Arc::new(Count::new(0));
+            let mut node = Box::new(TestNode { node: Node { next: ptr::null_mut(), execute }, ran: ran.clone() });
+            let node_ptr = SendNode(&mut node.node);
+            let pusher = thread::spawn(move || {
+                let node_ptr = node_ptr;
+                a.push(node_ptr.0)
+            });
+            let finisher = thread::spawn(move || b.finish());
+            run_loop.run();
+            let accepted = pusher.join().unwrap();
+            finisher.join().unwrap();
+            assert_eq!(ran.load(Ordering::Acquire), usize::from(accepted));
+            drop(node);
+        });
     }
 }
