@@ -1,6 +1,7 @@
-//! A binary tree of 2^20 − 1 nodes, processed with one `spawn` per node into a
-//! `CountingScope` on a `StaticThreadPool`, and, for comparison, with `rayon::scope`,
-//! with `rayon::join` and sequentially.
+//! A binary tree of 2^20 − 1 nodes, built on `main`'s stack and processed with one
+//! `spawn` per node into a `let_async_scope` on a `StaticThreadPool` (the spawned work
+//! borrows the tree: nothing is leaked or `'static`), and, for comparison, with
+//! `rayon::scope`, with `rayon::join` and sequentially.
 //!
 //! Run it with `cargo run --release --example tree`. Every node hashes its value and adds
 //! the hash, tagged with a count, into a per-thread accumulator; after each run the
@@ -11,7 +12,9 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use senders::{CountingScope, CountingToken, PoolScheduler, Scheduler, SenderExt, StaticThreadPool, spawn, sync_wait};
+use senders::{
+    LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
+};
 
 /// Depth of the tree: `2^DEPTH - 1` nodes.
 const DEPTH: u32 = 20;
@@ -83,21 +86,27 @@ fn take_total() -> u64 {
     ACC.iter().map(|a| a.0.swap(0, Ordering::Relaxed)).fold(0, u64::wrapping_add)
 }
 
-/// Ours: each node spawns one `schedule().then(..)` per child into the scope; from a
-/// worker, the pool pushes it on that worker's deque.
-fn ours_node(node: &'static Tree, sch: &'static PoolScheduler, tk: CountingToken) {
-    visit(node);
-    for child in [&node.left, &node.right].into_iter().flatten() {
-        let child: &'static Tree = child;
-        spawn(sch.schedule().then(move |()| ours_node(child, sch, tk)), tk);
-    }
+/// The token of a scope whose outer scheduler is the pool (it runs under
+/// `starts_on(pool)`): its work may borrow anything that lives for `'s`.
+type Token<'s, 'e> = LetScopeToken<'s, 'e, PoolScheduler>;
+
+/// Ours: each node's work visits it and spawns one `schedule().then(..)` per child into
+/// the scope; from a worker, the pool pushes it on that worker's deque. The tree and the
+/// scheduler are borrowed.
+fn ours_node<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, node: &'s Tree) -> impl Spawnable<Token<'s, 'e>> {
+    schedule(sch).then(move |()| {
+        visit(node);
+        for child in [&node.left, &node.right].into_iter().flatten() {
+            spawn(ours_node(tk, sch, child), tk);
+        }
+    })
 }
 
-fn ours(root: &'static Tree, sch: &'static PoolScheduler) {
-    let scope = CountingScope::new();
-    let tk = scope.token();
-    spawn(sch.schedule().then(move |()| ours_node(root, sch, tk)), tk);
-    sync_wait(scope.join()).unwrap();
+fn ours(root: &Tree, sch: &PoolScheduler) {
+    let work = just(()).let_async_scope(|tk, ()| {
+        spawn(ours_node(tk, sch, root), tk);
+    });
+    sync_wait(starts_on(sch.clone(), work)).expect("infallible").expect("not stopped");
 }
 
 fn rayon_scope_node<'s>(s: &rayon::Scope<'s>, node: &'s Tree) {
@@ -155,17 +164,18 @@ fn main() {
     let nodes = (1u64 << DEPTH) - 1;
 
     let mut next = 1;
-    let root: &'static Tree = Box::leak(build(DEPTH, &mut next).expect("depth > 0"));
+    let tree = build(DEPTH, &mut next).expect("depth > 0"); // owned by `main`
+    let root: &Tree = &tree;
     assert_eq!(next - 1, nodes);
     let want = (1..=nodes).map(contribution).fold(0, u64::wrapping_add);
 
     let pool = StaticThreadPool::new(threads).expect("senders pool");
-    let sch: &'static PoolScheduler = Box::leak(Box::new(pool.scheduler()));
+    let sch = pool.scheduler();
     let rpool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool");
 
     println!("binary tree: {nodes} nodes, {HASH_ROUNDS} hash rounds per node, {threads} workers, best of {RUNS} runs");
     let results = [
-        ("senders: spawn per node into a CountingScope", best_of("senders", want, || ours(root, sch))),
+        ("senders: spawn per node in let_async_scope", best_of("senders", want, || ours(root, &sch))),
         (
             "rayon::scope + s.spawn per node",
             best_of("rayon::scope", want, || rpool.install(|| rayon::scope(|s| rayon_scope_node(s, root)))),
