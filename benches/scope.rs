@@ -7,6 +7,7 @@
 //! | `tree_spawn/work_300ns` | the same with ~300 ns of spinning per node | rayon as above; plain recursion | ≥ 1.85× faster than sequential |
 //! | `flat_spawn` | [`FLAT_N`] empty spawns from the main thread, then `join` | `in_place_scope` + `s.spawn`; `tokio::spawn` + awaiting the handles | ≥ 3× rayon's throughput |
 //! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
+//! | `let_scope/no_work`, `let_scope/work_300ns` | the tree through `let_async_scope` + `spawn` (borrowing the scheduler and the counters, not `'static`) | the `CountingScope` tree above; `rayon::join` recursion | no slower than `CountingScope` (≤ 1.05× its time, a speedup ≥ 0.95) |
 //!
 //! ```text
 //! cargo bench --bench scope -- --warm-up-time 1 --measurement-time 3
@@ -42,8 +43,8 @@ use std::time::Instant;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use senders::{
-    CounterKind, CountingScope, CountingToken, PoolScheduler, Scheduler, SenderExt, StaticThreadPool, just, spawn,
-    sync_wait,
+    CounterKind, CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, SenderExt, Spawnable,
+    StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
 };
 
 /// Workers in every pool.
@@ -183,6 +184,59 @@ fn inline_tree(sch: &'static PoolScheduler, count: Option<&'static Counts>) {
     let tk = scope.token();
     spawn(sch.schedule().then(move |()| inline_node(tk, TREE_DEPTH, count)), tk);
     sync_wait(scope.join()).unwrap();
+}
+
+/// The token of a `let_async_scope` run under `starts_on(pool)`.
+type Token<'s, 'e> = LetScopeToken<'s, 'e, PoolScheduler>;
+
+/// One node of the `let_async_scope` tree: as `ours_node`, with the scheduler and the
+/// counters borrowed for the scope's lifetime.
+fn let_node<'s, 'e>(
+    tk: Token<'s, 'e>,
+    sch: &'s PoolScheduler,
+    depth: u32,
+    iters: u64,
+    count: Option<&'s Counts>,
+) -> impl Spawnable<Token<'s, 'e>> {
+    schedule(sch).then(move |()| {
+        if let Some(c) = count {
+            c.visit(on_our_pool);
+        }
+        if iters > 0 {
+            spin(iters);
+        }
+        if depth > 1 {
+            for _ in 0..2 {
+                spawn(let_node(tk, sch, depth - 1, iters, count), tk);
+            }
+        }
+    })
+}
+
+/// The whole tree in a `let_async_scope` started on the pool: the root from a worker,
+/// the rest from the workers; the scope is joined before `sync_wait` returns.
+fn let_tree(sch: &PoolScheduler, iters: u64, count: Option<&Counts>) {
+    let work = just(()).let_async_scope(|tk, ()| {
+        spawn(let_node(tk, sch, TREE_DEPTH, iters, count), tk);
+    });
+    sync_wait(starts_on(sch.clone(), work)).unwrap();
+}
+
+/// The tree with `rayon::join` per node.
+fn rayon_join_node(depth: u32, iters: u64, count: Option<&Counts>) {
+    if let Some(c) = count {
+        c.visit(on_rayon_pool);
+    }
+    if iters > 0 {
+        spin(iters);
+    }
+    if depth > 1 {
+        rayon::join(|| rayon_join_node(depth - 1, iters, count), || rayon_join_node(depth - 1, iters, count));
+    }
+}
+
+fn rayon_join_tree(rpool: &rayon::ThreadPool, iters: u64, count: Option<&Counts>) {
+    rpool.install(|| rayon_join_node(TREE_DEPTH, iters, count));
 }
 
 fn rayon_node<'s>(s: &rayon::Scope<'s>, depth: u32, iters: u64, count: Option<&'s Counts>) {
@@ -488,11 +542,30 @@ fn bookkeeping(c: &mut Criterion) {
     g.finish(&[Pair { ours: "sharded", base: "single_atomic", target: Some(2.0) }]);
 }
 
-criterion::criterion_group!(benches, tree_no_work, tree_work, flat_spawn, bookkeeping);
+/// `let_async_scope` against the `CountingScope` path and `rayon::join`, without and
+/// with work per node.
+fn let_scope(c: &mut Criterion) {
+    let (_pool, sch, rpool) = pools();
+    let iters = calibrate(WORK_NS);
+    check("let tree, ours", TREE_NODES, |c| let_tree(sch, 0, Some(c)));
+    check("let tree, rayon::join", TREE_NODES, |c| rayon_join_tree(&rpool, 0, Some(c)));
+    for (name, iters) in [("let_scope/no_work", 0), ("let_scope/work_300ns", iters)] {
+        let mut g = Group::new(c, name);
+        g.bench("let_async_scope", || let_tree(sch, iters, None));
+        g.bench("counting_scope", || ours_tree(sch, CounterKind::Sharded, iters, None));
+        g.bench("rayon_join", || rayon_join_tree(&rpool, iters, None));
+        g.finish(&[
+            Pair { ours: "let_async_scope", base: "counting_scope", target: Some(1.0 / 1.05) },
+            Pair { ours: "let_async_scope", base: "rayon_join", target: None },
+        ]);
+    }
+}
+
+criterion::criterion_group!(benches, tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope);
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
 /// profilers. `what` is `tree`, `tree_single`, `tree_work`, `rayon_tree`, `flat`,
-/// `rayon_flat` or `seq_work`.
+/// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work` or `rayon_join_tree`.
 fn profile(spec: &str) {
     let mut parts = spec.split(':');
     let what = parts.next().unwrap_or("tree");
@@ -506,6 +579,8 @@ fn profile(spec: &str) {
             "tree_single" => ours_tree(sch, CounterKind::SingleAtomic, 0, None),
             "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
             "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
+            "let_tree" | "let_tree_work" => let_tree(sch, iters, None),
+            "rayon_join_tree" => rayon_join_tree(&rpool, 0, None),
             "flat" => ours_flat(sch, None),
             "rayon_flat" => rayon_flat(&rpool, None),
             other => panic!("unknown profile workload {other:?}"),
