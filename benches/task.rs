@@ -4,6 +4,7 @@
 //! |---|---|---|---|
 //! | `task_fib` | fib([`FIB_N`]), one `Task` per node, children awaited with `when_all` on the pool | `tokio::spawn` per child, awaiting the `JoinHandle`s (multi-thread runtime) | ≥ 5× faster than tokio |
 //! | `task_fib` | the same | `rayon::join` per node | reported |
+//! | `any_fib` | fib([`ANY_FIB_N`]) as a recursion of `AnySender`s joined by `when_all` on the pool | `rayon::join` per node | reported (the speed issue's target) |
 //! | `inline_await` | [`AWAITS`] × `just(i).await` in one task under `sync_wait` | — | ≤ 10 ns per await |
 //!
 //! ```text
@@ -12,7 +13,7 @@
 //!
 //! After the criterion groups, each pair is timed again in interleaved rounds (ours,
 //! baseline, baseline, ours, ...), and the medians and ranges of the ratio are printed.
-//! `SENDERS_TASK_PROFILE=<fib|await>:<repeats>` runs one workload without criterion,
+//! `SENDERS_TASK_PROFILE=<fib|any|await>:<repeats>` runs one workload without criterion,
 //! for profilers.
 
 #[path = "common/paired.rs"]
@@ -24,12 +25,14 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::Criterion;
-use senders::{StaticThreadPool, Task, just, starts_on, sync_wait, when_all};
+use senders::{AnySender, SenderExt, StaticThreadPool, Task, just, starts_on, sync_wait, when_all};
 
 /// Workers everywhere.
 const THREADS: usize = 2;
 /// The fib argument of `task_fib`.
 const FIB_N: u32 = 25;
+/// The fib argument of `any_fib`.
+const ANY_FIB_N: u32 = 30;
 /// Awaits per iteration of `inline_await`.
 const AWAITS: u64 = 1_000_000;
 /// Interleaved rounds per pair.
@@ -43,6 +46,13 @@ fn fib_task(n: u32) -> Task<'static, u64, Infallible> {
         let (a, b) = when_all((fib_task(n - 1), fib_task(n - 2))).await?;
         Ok(a + b)
     })
+}
+
+fn fib_any(n: u32) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(u64::from(n)).boxed();
+    }
+    when_all((fib_any(n - 1), fib_any(n - 2))).then(|(a, b)| a + b).boxed()
 }
 
 fn fib_tokio(n: u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = u64> + Send>> {
@@ -94,6 +104,14 @@ fn rayon_fib(e: &Env) -> u64 {
     e.rpool.install(|| fib_rayon(black_box(FIB_N)))
 }
 
+fn any_fib(e: &Env) -> u64 {
+    sync_wait(starts_on(e.pool.scheduler(), fib_any(black_box(ANY_FIB_N)))).unwrap().unwrap()
+}
+
+fn rayon_fib30(e: &Env) -> u64 {
+    e.rpool.install(|| fib_rayon(black_box(ANY_FIB_N)))
+}
+
 fn inline_awaits() -> u64 {
     sync_wait(Task::<_, Infallible>::new(async {
         let mut s = 0u64;
@@ -110,12 +128,19 @@ fn benches(c: &mut Criterion, e: &Env) {
     let expect = fib_seq(FIB_N);
     assert_eq!((ours_fib(e), tokio_fib(e), rayon_fib(e)), (expect, expect, expect));
     assert_eq!(inline_awaits(), AWAITS * (AWAITS - 1) / 2);
+    assert_eq!(any_fib(e), fib_seq(ANY_FIB_N));
 
     let mut g = c.benchmark_group("task_fib");
     g.sample_size(10);
     g.bench_function("ours", |b| b.iter(|| ours_fib(e)));
     g.bench_function("tokio_spawn", |b| b.iter(|| tokio_fib(e)));
     g.bench_function("rayon_join", |b| b.iter(|| rayon_fib(e)));
+    g.finish();
+
+    let mut g = c.benchmark_group("any_fib");
+    g.sample_size(10);
+    g.bench_function("ours", |b| b.iter(|| any_fib(e)));
+    g.bench_function("rayon_join", |b| b.iter(|| rayon_fib30(e)));
     g.finish();
 
     let mut g = c.benchmark_group("inline_await");
@@ -150,6 +175,9 @@ fn profile(spec: &str, e: &Env) {
         match what {
             "fib" => {
                 black_box(ours_fib(e));
+            }
+            "any" => {
+                black_box(any_fib(e));
             }
             "await" => {
                 black_box(inline_awaits());
@@ -186,6 +214,16 @@ fn main() {
         },
         &mut || {
             black_box(rayon_fib(&e));
+        },
+        "reported (speed issue)",
+    );
+    pair(
+        "any_fib(30) vs rayon::join",
+        &mut || {
+            black_box(any_fib(&e));
+        },
+        &mut || {
+            black_box(rayon_fib30(&e));
         },
         "reported (speed issue)",
     );

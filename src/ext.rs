@@ -8,9 +8,11 @@ use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::transfer::{ScheduleFrom, schedule_from};
 use crate::adaptors::write_env::{Prop, WriteEnv};
+use crate::any::{AnyReceiver, AnySender};
 use crate::bridge::{AwaitReceiver, SenderFuture};
 use crate::domain::MaybeDomain;
 use crate::env::Query;
+use crate::scheduler::NoScheduler;
 use crate::scheduler::{MaybeScheduler, Scheduler};
 use crate::scope::{self, IntoScopeSender, LetAsyncScope, LetScopeToken};
 use crate::sender::{Sender, SenderTo};
@@ -211,6 +213,23 @@ pub trait SenderExt: Sender {
         Self: SenderTo<AwaitRcvr<<Self as Sender>::Value, <Self as Sender>::Error>>,
     {
         crate::task::awaited(self)
+    }
+
+    /// Erases this sender into an [`AnySender`](crate::AnySender) (one recycled heap
+    /// block), for recursion and for collections of different senders.
+    ///
+    /// ```
+    /// use senders::{AnySender, SenderExt, just, sync_wait};
+    /// let senders: Vec<AnySender<'static, i32>> = vec![just(1).boxed(), just(2).then(|x| x * 10).boxed()];
+    /// let out: Vec<_> = senders.into_iter().map(|s| sync_wait(s).unwrap().unwrap()).collect();
+    /// assert_eq!(out, [1, 20]);
+    /// ```
+    fn boxed<'a>(self) -> AnySender<'a, <Self as Sender>::Value, <Self as Sender>::Error>
+    where
+        Self: SenderTo<AnyReceiver<<Self as Sender>::Value, <Self as Sender>::Error, NoScheduler>> + Send + 'a,
+        <Self as SenderTo<AnyReceiver<<Self as Sender>::Value, <Self as Sender>::Error, NoScheduler>>>::Operation: Send,
+    {
+        AnySender::new(self)
     }
 
     /// `into_variant(sndr)`: the identity on values here, since a sender has exactly

@@ -11,6 +11,7 @@
 //! See `docs/DESIGN.md` for how each facility of the papers maps to Rust.
 
 mod adaptors;
+mod any;
 mod block;
 mod bridge;
 mod consumers;
@@ -54,6 +55,7 @@ pub use adaptors::when_all::{
     WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, start_erased, when_all, when_all_with_variant,
 };
 pub use adaptors::write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
+pub use any::{AnyOp, AnyReceiver, AnySender, ErasedEnvScheduler, IntoAnyScheduler, RcvrVTable};
 pub use bridge::{AwaitReceiver, FromFuture, FromFutureOp, PollHop, SenderFuture, from_future, into_awaitable};
 pub use consumers::sync_wait::{SyncWaitEnv, SyncWaitReceiver, sync_wait};
 pub use domain::{

@@ -152,3 +152,15 @@ fn let_scope_tokens_senders_and_operations_cross_threads() {
     assert_send_val(&just(5).let_async_scope(|_, v: &mut i32| just(*v)).connect(Probe));
     assert_eq!(senders::sync_wait(work).unwrap(), Some(5));
 }
+
+#[test]
+fn erased_senders_and_tasks_cross_threads() {
+    let erased: senders::AnySender<'static, i32> = senders::SenderExt::boxed(just(1));
+    assert_send_val(&erased);
+    assert_send_val(&senders::SenderExt::boxed(just(1)).connect(Probe));
+    let task = senders::Task::<i32, std::convert::Infallible>::new(async { Ok(1) });
+    assert_send_val(&task);
+    assert_send_val(&task.connect(Probe));
+    assert_send::<senders::TaskScheduler>();
+    assert_sync::<senders::TaskScheduler>();
+}

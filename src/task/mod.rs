@@ -1287,6 +1287,7 @@ awaitable! {
     [S, Tk] Nest<S, Tk> where [S: Sender, Tk: crate::scope::ScopeToken];
     [V, Er] SpawnFuture<V, Er>;
     ['x, T, Er] Task<'x, T, Er>;
+    ['x, V, Er, Sch] crate::any::AnySender<'x, V, Er, Sch> where [Sch: MaybeScheduler];
 }
 
 #[cfg(all(test, loom))]

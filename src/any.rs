@@ -1,0 +1,429 @@
+//! `AnySender`: a type-erased sender (stdexec/unifex `any_sender_of`).
+//!
+//! An [`AnySender<'a, V, E, Sch>`](AnySender) completes with a value `V`, an error `E`,
+//! stopped, or a panic, whatever the sender inside. It is one heap block from the
+//! per-thread recycler (`src/block.rs`), made when the sender is erased: the erased
+//! receiver type ([`AnyReceiver`]) is fixed, so the inner operation's type is known then,
+//! and the block holds the sender and later, in the same place, its operation. Connecting
+//! allocates nothing; the block is freed when the `AnySender`, or its operation, is dropped.
+//!
+//! The inner sender is connected when the outer operation starts (only then is the address
+//! of the real receiver, inside the pinned outer operation, fixed) to an [`AnyReceiver`]:
+//! a pointer to the real receiver and a table of its completion and environment functions.
+//!
+//! What survives erasure is tabled on [`AnySender`].
+
+use std::any::{Any, TypeId};
+use std::cell::UnsafeCell;
+use std::convert::Infallible;
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+use std::ptr::NonNull;
+
+use crate::env::Env;
+use crate::panic::{Panic, catch};
+use crate::receiver::Receiver;
+use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
+use crate::sender::{OperationState, Sender, SenderTo};
+use crate::stop::StopToken;
+
+// ---------------------------------------------------------------------------------------
+// The erased receiver
+
+/// The real receiver's functions, for one receiver type.
+pub struct RcvrVTable<V, E, Sch> {
+    set_value: unsafe fn(*const (), V),
+    set_error: unsafe fn(*const (), E),
+    set_stopped: unsafe fn(*const ()),
+    set_panic: unsafe fn(*const (), Panic),
+    scheduler: unsafe fn(*const ()) -> Sch,
+    stop_token: unsafe fn(*const ()) -> StopToken<'static>,
+    prop: unsafe fn(*const (), TypeId) -> Option<*const (dyn Any + Send + Sync)>,
+}
+
+/// The receiver an erased sender is connected to: a pointer to the real receiver (inside
+/// the outer, pinned operation) and its functions. It is its own environment.
+pub struct AnyReceiver<V, E, Sch> {
+    rcvr: *const (),
+    vtable: RcvrVTable<V, E, Sch>,
+}
+
+impl<V, E, Sch> AnyReceiver<V, E, Sch> {
+    fn vtable(&self) -> &RcvrVTable<V, E, Sch> {
+        &self.vtable
+    }
+}
+
+// SAFETY: the real receiver is `Send` and `Sync`, with a `Sync` environment (required by
+// `AnySender`'s `SenderTo` impl), and outlives this handle (the outer operation lives until
+// it completes); the values and errors that cross are `Send`.
+unsafe impl<V: Send, E: Send, Sch> Send for AnyReceiver<V, E, Sch> {}
+// SAFETY: a shared reference only reaches the environment, which is `Sync`.
+unsafe impl<V, E, Sch> Sync for AnyReceiver<V, E, Sch> {}
+
+impl<V, E, Sch: ErasedEnvScheduler> Env for AnyReceiver<V, E, Sch> {
+    type Scheduler = Sch;
+    type Domain = Sch::EnvDomain;
+    fn scheduler(&self) -> Sch {
+        // SAFETY: the real receiver is alive until a completion consumes this handle.
+        unsafe { (self.vtable().scheduler)(self.rcvr) }
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        // SAFETY: as above; the token borrows the real receiver's env, which outlives the
+        // borrow of `self` it is tied to here.
+        unsafe { (self.vtable().stop_token)(self.rcvr) }
+    }
+    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        // SAFETY: as above.
+        unsafe { (self.vtable().prop)(self.rcvr, key).map(|p| &*p) }
+    }
+}
+
+impl<V, E, Sch: ErasedEnvScheduler> Receiver<V, E> for AnyReceiver<V, E, Sch> {
+    type Env = Self;
+    fn env(&self) -> &Self {
+        self
+    }
+    fn set_value(self, value: V) {
+        // SAFETY: the one completion of the real receiver, which is alive.
+        unsafe { (self.vtable().set_value)(self.rcvr, value) }
+    }
+    fn set_error(self, error: E) {
+        // SAFETY: as above.
+        unsafe { (self.vtable().set_error)(self.rcvr, error) }
+    }
+    fn set_stopped(self) {
+        // SAFETY: as above.
+        unsafe { (self.vtable().set_stopped)(self.rcvr) }
+    }
+    fn set_panic(self, panic: Panic) {
+        // SAFETY: as above.
+        unsafe { (self.vtable().set_panic)(self.rcvr, panic) }
+    }
+}
+
+/// The domain the erased environment shows: the scheduler's, or without one the pool's
+/// domain, which adapts at run time (it forks `when_all` and splits `bulk` only on a pool
+/// worker, and is the default elsewhere), since the real environment's domain type is
+/// erased.
+pub trait ErasedEnvScheduler: MaybeScheduler {
+    /// The domain.
+    type EnvDomain: crate::domain::MaybeDomain;
+}
+
+impl ErasedEnvScheduler for NoScheduler {
+    type EnvDomain = crate::pool::PoolDomain;
+}
+
+impl<S: Scheduler> ErasedEnvScheduler for S {
+    type EnvDomain = S::Domain;
+}
+
+/// How a receiver's environment scheduler becomes the erased environment's `Sch`: any
+/// scheduler (or none) is forgotten into [`NoScheduler`]; a scheduler type is kept as
+/// itself.
+pub trait IntoAnyScheduler<Sch>: MaybeScheduler {
+    /// Converts.
+    fn into_any(self) -> Sch;
+}
+
+impl<X: MaybeScheduler> IntoAnyScheduler<NoScheduler> for X {
+    fn into_any(self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<S: Scheduler> IntoAnyScheduler<S> for S {
+    fn into_any(self) -> S {
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The block
+
+/// Connects a block's sender in place to the receiver and starts the operation.
+type StartFn<V, E, Sch> = unsafe fn(NonNull<Header<V, E, Sch>>, AnyReceiver<V, E, Sch>);
+
+/// The erased part of the block.
+#[repr(C)]
+struct Header<V, E, Sch> {
+    /// Connects the sender in place to the receiver and starts the operation.
+    start: StartFn<V, E, Sch>,
+    /// Drops what the block holds (the sender or the operation) and frees it.
+    drop: unsafe fn(NonNull<Header<V, E, Sch>>),
+}
+
+/// What a block holds.
+enum Slot<S, Op> {
+    Sender(S),
+    Op(Op),
+    Empty,
+}
+
+#[repr(C)]
+struct Block<V, E, Sch, S, Op> {
+    header: Header<V, E, Sch>,
+    slot: Slot<S, Op>,
+}
+
+type OpOf<S, V, E, Sch> = <S as SenderTo<AnyReceiver<V, E, Sch>>>::Operation;
+
+/// # Safety
+///
+/// `h` heads a live `Block` for `S` holding the sender; the block stays in place until
+/// its `drop`.
+unsafe fn start_block<V, E, Sch, S>(h: NonNull<Header<V, E, Sch>>, rcvr: AnyReceiver<V, E, Sch>)
+where
+    Sch: ErasedEnvScheduler,
+    S: SenderTo<AnyReceiver<V, E, Sch>, Value = V, Error = E>,
+{
+    let block = h.cast::<Block<V, E, Sch, S, OpOf<S, V, E, Sch>>>().as_ptr();
+    // SAFETY: the caller's contract: the slot is ours, and it does not move.
+    let slot = unsafe { &mut (*block).slot };
+    let Slot::Sender(sndr) = std::mem::replace(slot, Slot::Empty) else { unreachable!("AnySender: started once") };
+    let set_panic = rcvr.vtable.set_panic;
+    let real = rcvr.rcvr;
+    // A panic in `connect` (or in a domain hook it runs) completes the real receiver.
+    match catch(move || sndr.connect(rcvr)) {
+        Ok(op) => {
+            *slot = Slot::Op(op);
+            let Slot::Op(op) = slot else { unreachable!() };
+            // SAFETY: the operation is pinned in the block, which never moves, and is
+            // started once.
+            unsafe { Pin::new_unchecked(op).start() }
+        }
+        // SAFETY: the real receiver is alive and was not completed (the erased receiver
+        // went down with the unwind).
+        Err(p) => unsafe { (set_panic)(real, p) },
+    }
+}
+
+/// # Safety
+///
+/// `h` heads a live `Block` for `S` whose operation (if any) has completed or never
+/// started; called once.
+unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
+    let block = h.cast::<Block<V, E, Sch, S, Op>>();
+    // SAFETY: the caller's contract.
+    unsafe {
+        std::ptr::drop_in_place(block.as_ptr());
+        crate::block::free(block);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The sender
+
+/// A type-erased sender of `V` (or the error `E`, stopped, or a panic): any sender with
+/// those completions, behind one recycled heap block. Use it for recursion (a function
+/// returning senders of its own type) and for collections of different senders.
+///
+/// `'a` is what the erased sender borrows; `Sch` is the scheduler its environment shows.
+///
+/// # What survives erasure
+///
+/// | | with `Sch = NoScheduler` (the default) | with `Sch` a scheduler type |
+/// |---|---|---|
+/// | connects to | any receiver | receivers whose environment's scheduler is an `Sch` |
+/// | the inner sender's env: scheduler | none | the receiver's (`read_env(GetScheduler)` works) |
+/// | its env: domain (late customization of the inner sender) | the pool's, which adapts at run time | `Sch`'s |
+/// | its env: stop token, user queries | the receiver's | the receiver's |
+/// | the `AnySender`'s domain (early customization of what is built on it) | none | `Sch`'s |
+///
+/// So a recursion of `when_all`s of `AnySender`s forks on the pool whenever it runs on a
+/// pool worker: the erased environment's domain is the pool's, whose `when_all` forks on
+/// a worker and is sequential elsewhere (the real environment's domain type is erased).
+/// With `Sch = PoolScheduler` the pool's domain is also the `AnySender`'s own. What does
+/// not survive: the inner sender's own domain and completion scheduler are hidden from
+/// what is built on the `AnySender`, and the real environment's domain, if it is neither
+/// the pool's nor `Sch`'s.
+///
+/// ```
+/// use senders::{AnySender, SenderExt, StaticThreadPool, just, starts_on, sync_wait, when_all};
+///
+/// fn fib(n: u32) -> AnySender<'static, u64> {
+///     if n < 2 {
+///         return just(u64::from(n)).boxed();
+///     }
+///     when_all((fib(n - 1), fib(n - 2))).then(|(a, b)| a + b).boxed()
+/// }
+///
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// // On the pool's workers, the erased environment's domain (the pool's) forks `when_all`.
+/// assert_eq!(sync_wait(starts_on(pool.scheduler(), fib(20))).unwrap(), Some(6765));
+///
+/// let mixed: Vec<AnySender<'static, i32>> = vec![just(1).boxed(), just(20).then(|x| x + 1).boxed()];
+/// let sum: i32 = mixed.into_iter().map(|s| sync_wait(s).unwrap().unwrap()).sum();
+/// assert_eq!(sum, 22);
+/// ```
+#[must_use = "senders do nothing unless connected and started"]
+pub struct AnySender<'a, V, E = Infallible, Sch = NoScheduler> {
+    block: NonNull<Header<V, E, Sch>>,
+    _borrow: PhantomData<&'a ()>,
+}
+
+// SAFETY: built only from `Send` senders whose operations are `Send` (`new`).
+unsafe impl<V, E, Sch> Send for AnySender<'_, V, E, Sch> {}
+
+impl<V, E, Sch> std::fmt::Debug for AnySender<'_, V, E, Sch> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnySender").finish_non_exhaustive()
+    }
+}
+
+impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
+    /// Erases `sndr`: one block from the per-thread recycler.
+    pub fn new<S>(sndr: S) -> Self
+    where
+        S: SenderTo<AnyReceiver<V, E, Sch>, Value = V, Error = E> + Send + 'a,
+        OpOf<S, V, E, Sch>: Send,
+    {
+        let block = crate::block::new(Block::<V, E, Sch, S, OpOf<S, V, E, Sch>> {
+            header: Header { start: start_block::<V, E, Sch, S>, drop: drop_block::<V, E, Sch, S, OpOf<S, V, E, Sch>> },
+            slot: Slot::Sender(sndr),
+        });
+        AnySender { block: block.cast(), _borrow: PhantomData }
+    }
+
+    fn into_block(self) -> NonNull<Header<V, E, Sch>> {
+        std::mem::ManuallyDrop::new(self).block
+    }
+}
+
+impl<V, E, Sch> Drop for AnySender<'_, V, E, Sch> {
+    fn drop(&mut self) {
+        // SAFETY: an unconnected `AnySender` owns its block, which holds the sender.
+        unsafe { (self.block.as_ref().drop)(self.block) }
+    }
+}
+
+impl<V, E, Sch: MaybeScheduler> Sender for AnySender<'_, V, E, Sch> {
+    type Value = V;
+    type Error = E;
+    const SENDS_STOPPED: bool = true;
+    type Domain = Sch::Domain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<'a, V, E, Sch, R> SenderTo<R> for AnySender<'a, V, E, Sch>
+where
+    Sch: ErasedEnvScheduler,
+    R: Receiver<V, E> + Send + Sync,
+    R::Env: Sync,
+    <R::Env as Env>::Scheduler: IntoAnyScheduler<Sch>,
+{
+    type Operation = AnyOp<'a, V, E, Sch, R>;
+    fn connect(self, receiver: R) -> AnyOp<'a, V, E, Sch, R> {
+        AnyOp {
+            block: Some(self.into_block()),
+            rcvr: UnsafeCell::new(Some(receiver)),
+            _borrow: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// The operation state of an [`AnySender`]: the block and the real receiver.
+pub struct AnyOp<'a, V, E, Sch, R> {
+    block: Option<NonNull<Header<V, E, Sch>>>,
+    rcvr: UnsafeCell<Option<R>>,
+    _borrow: PhantomData<&'a ()>,
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the block's sender and operation are `Send` (`AnySender::new`); the receiver is
+// `Send` (the `SenderTo` impl).
+unsafe impl<V, E, Sch, R: Send> Send for AnyOp<'_, V, E, Sch, R> {}
+
+impl<V, E, Sch, R> Drop for AnyOp<'_, V, E, Sch, R> {
+    fn drop(&mut self) {
+        if let Some(block) = self.block.take() {
+            // SAFETY: the operation has completed (or never started): the block is ours.
+            unsafe { (block.as_ref().drop)(block) }
+        }
+    }
+}
+
+impl<'a, V, E, Sch, R> AnyOp<'a, V, E, Sch, R>
+where
+    Sch: ErasedEnvScheduler,
+    R: Receiver<V, E>,
+    <R::Env as Env>::Scheduler: IntoAnyScheduler<Sch>,
+{
+    const VTABLE: RcvrVTable<V, E, Sch> = RcvrVTable {
+        set_value: Self::set_value,
+        set_error: Self::set_error,
+        set_stopped: Self::set_stopped,
+        set_panic: Self::set_panic,
+        scheduler: Self::scheduler,
+        stop_token: Self::stop_token,
+        prop: Self::prop,
+    };
+
+    /// # Safety
+    ///
+    /// `p` is the receiver cell of a live `Self`, not yet completed.
+    unsafe fn rcvr<'x>(p: *const ()) -> &'x R {
+        // SAFETY: the caller's contract.
+        unsafe { (*p.cast::<UnsafeCell<Option<R>>>().cast_mut()).get_mut().as_ref() }.expect("AnySender: receiver")
+    }
+
+    /// # Safety
+    ///
+    /// As for `rcvr`; the one completion.
+    unsafe fn take(p: *const ()) -> R {
+        // SAFETY: the caller's contract.
+        unsafe { (*p.cast::<UnsafeCell<Option<R>>>().cast_mut()).get_mut().take() }.expect("AnySender: completes once")
+    }
+
+    unsafe fn set_value(p: *const (), v: V) {
+        // SAFETY: forwarded.
+        unsafe { Self::take(p) }.set_value(v)
+    }
+    unsafe fn set_error(p: *const (), e: E) {
+        // SAFETY: forwarded.
+        unsafe { Self::take(p) }.set_error(e)
+    }
+    unsafe fn set_stopped(p: *const ()) {
+        // SAFETY: forwarded.
+        unsafe { Self::take(p) }.set_stopped()
+    }
+    unsafe fn set_panic(p: *const (), panic: Panic) {
+        // SAFETY: forwarded.
+        unsafe { Self::take(p) }.set_panic(panic)
+    }
+    unsafe fn scheduler(p: *const ()) -> Sch {
+        // SAFETY: forwarded.
+        unsafe { Self::rcvr(p) }.env().scheduler().into_any()
+    }
+    unsafe fn stop_token(p: *const ()) -> StopToken<'static> {
+        // SAFETY: forwarded; the erased receiver ties the token back to its own borrow.
+        unsafe { std::mem::transmute::<StopToken<'_>, StopToken<'static>>(Self::rcvr(p).env().stop_token()) }
+    }
+    unsafe fn prop(p: *const (), key: TypeId) -> Option<*const (dyn Any + Send + Sync)> {
+        // SAFETY: forwarded.
+        unsafe { Self::rcvr(p) }.env().prop(key).map(|a| a as *const _)
+    }
+}
+
+impl<V, E, Sch, R> OperationState for AnyOp<'_, V, E, Sch, R>
+where
+    Sch: ErasedEnvScheduler,
+    R: Receiver<V, E>,
+    <R::Env as Env>::Scheduler: IntoAnyScheduler<Sch>,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: the operation is pinned and lives until it completes; the receiver cell
+        // stays in place, so the erased receiver may point at it.
+        let this = unsafe { self.get_unchecked_mut() };
+        let block = this.block.expect("AnySender: connected");
+        let rcvr = AnyReceiver { rcvr: this.rcvr.get().cast_const().cast(), vtable: Self::VTABLE };
+        // SAFETY: the block holds the unstarted sender; it stays in place until dropped
+        // with this operation, after the completion.
+        unsafe { (block.as_ref().start)(block, rcvr) }
+    }
+}

@@ -1,0 +1,196 @@
+//! `AnySender`: the four completions through erasure, collections, recursion on the
+//! pool (forking, early and late), stop requests, the forwarded environment, borrowing,
+//! and that the block is freed on every path.
+
+mod common;
+
+use common::{WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use senders::*;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+#[test]
+fn value_error_stopped_and_panic_pass_through() {
+    assert_eq!(sync_wait(just(7).boxed()).unwrap(), Some(7));
+    assert_eq!(sync_wait(just_error::<i32, &str>("bad").boxed()).unwrap_err(), "bad");
+    assert_eq!(sync_wait(just_stopped::<i32, Infallible>().boxed()).unwrap(), None);
+    let msg = panic_message(|| sync_wait(just(1).then(|_: i32| -> i32 { panic!("inner panicked") }).boxed()));
+    assert_eq!(msg, "inner panicked");
+}
+
+#[test]
+fn a_collection_of_different_senders() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let all: Vec<AnySender<'static, u32>> = vec![
+        just(1).boxed(),
+        just(1).then(|x| x + 1).boxed(),
+        schedule(&sch).then(|()| 3).boxed(),
+        when_all((just(2), just(2))).then(|(a, b)| a + b).boxed(),
+    ];
+    let got: Vec<u32> = all.into_iter().map(|s| sync_wait(s).unwrap().unwrap()).collect();
+    assert_eq!(got, [1, 2, 3, 4]);
+}
+
+fn fib(n: u32, seen: &'static Mutex<Vec<String>>) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(u64::from(n))
+            .then(move |v| {
+                if let Some(name) = thread_name() {
+                    let mut s = seen.lock().unwrap();
+                    if !s.contains(&name) {
+                        s.push(name);
+                    }
+                }
+                v
+            })
+            .boxed();
+    }
+    when_all((fib(n - 1, seen), fib(n - 2, seen))).then(|(a, b)| a + b).boxed()
+}
+
+#[test]
+fn recursion_forks_on_the_pool_under_starts_on() {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("any-{i}")).build().unwrap();
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), fib(20, &SEEN))).unwrap(), Some(6765));
+    let seen = SEEN.lock().unwrap();
+    assert!(seen.iter().any(|s| s == "any-0") && seen.iter().any(|s| s == "any-1"), "both workers: {seen:?}");
+}
+
+#[test]
+fn recursion_forks_on_the_pool_inside_a_task() {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("any-t-{i}")).build().unwrap();
+    let t = Task::<u64, Infallible>::new(async { fib(18, &SEEN).await });
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), t)).unwrap(), Some(2584));
+    let seen = SEEN.lock().unwrap();
+    assert!(seen.iter().any(|s| s == "any-t-0") && seen.iter().any(|s| s == "any-t-1"), "both workers: {seen:?}");
+}
+
+/// With the pool's scheduler type, the erased sender keeps the pool's domain: `when_all`
+/// of them forks even where the environment knows nothing of the pool.
+fn pool_fib(
+    n: u32,
+    sch: PoolScheduler,
+    hits: &'static AtomicUsize,
+) -> AnySender<'static, u64, Infallible, PoolScheduler> {
+    if n < 2 {
+        return schedule(&sch)
+            .then(move |()| {
+                hits.fetch_add(1, Ordering::Relaxed);
+                u64::from(n)
+            })
+            .boxed_on();
+    }
+    when_all((pool_fib(n - 1, sch.clone(), hits), pool_fib(n - 2, sch, hits))).then(|(a, b)| a + b).boxed_on()
+}
+
+/// `AnySender::new` with the pool's scheduler type (the `boxed` convenience erases the
+/// scheduler).
+trait BoxedOn: Sized {
+    fn boxed_on(self) -> AnySender<'static, u64, Infallible, PoolScheduler>;
+}
+impl<S> BoxedOn for S
+where
+    S: SenderTo<AnyReceiver<u64, Infallible, PoolScheduler>, Value = u64, Error = Infallible> + Send + 'static,
+    <S as SenderTo<AnyReceiver<u64, Infallible, PoolScheduler>>>::Operation: Send,
+{
+    fn boxed_on(self) -> AnySender<'static, u64, Infallible, PoolScheduler> {
+        AnySender::new(self)
+    }
+}
+
+#[test]
+fn with_a_scheduler_type_early_customization_survives_erasure() {
+    static HITS: AtomicUsize = AtomicUsize::new(0);
+    let pool = StaticThreadPool::new(2).unwrap();
+    // The pool's `when_all` is chosen when the sender is built (the `AnySender`'s domain
+    // is the pool's); it is connected under `starts_on` so the environment has the pool's
+    // scheduler type, as the erased receiver requires.
+    let v = sync_wait(starts_on(pool.scheduler(), pool_fib(15, pool.scheduler(), &HITS)));
+    assert_eq!(v.unwrap(), Some(610));
+    assert_eq!(HITS.load(Ordering::Relaxed), 987, "every leaf ran");
+}
+
+#[test]
+fn the_environment_is_forwarded_through_erasure() {
+    struct Tenant;
+    impl Query for Tenant {
+        type Value = u32;
+    }
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let inner = read_env(GetScheduler).then(|s: PoolScheduler| s);
+    let erased: AnySender<'static, PoolScheduler, Infallible, PoolScheduler> = AnySender::new(inner);
+    let got = sync_wait(starts_on(sch.clone(), erased)).unwrap().unwrap();
+    assert!(got == sch, "read_env(GetScheduler) through erasure returns the pool's scheduler");
+    let tenant = sync_wait(read_env(Tenant).boxed().write_env(prop::<Tenant>(9))).unwrap().unwrap();
+    assert_eq!(tenant, Some(9));
+}
+
+#[test]
+fn a_stop_request_reaches_the_erased_sender() {
+    let ctx = SingleThreadContext::new();
+    let source = InplaceStopSource::new();
+    let probe = WaitProbe::default();
+    let sch = ctx.scheduler();
+    let (probe_ref, source_ref) = (&probe, &source);
+    let r = std::thread::scope(|s| {
+        let waiter = s.spawn(move || {
+            sync_wait(with_stop(source_ref, starts_on(sch, wait_for_stop::<Infallible>(probe_ref)).boxed()))
+        });
+        assert!(probe.wait_started());
+        source.request_stop();
+        waiter.join().unwrap()
+    });
+    assert_eq!(r.unwrap(), None);
+    assert!(probe.saw_stop());
+}
+
+#[test]
+fn an_erased_sender_borrows_locals_under_sync_wait() {
+    let data = vec![1, 2, 3];
+    let data_ref = &data;
+    let erased: AnySender<'_, i32> = just(()).then(move |()| data_ref.iter().sum::<i32>()).boxed();
+    assert_eq!(sync_wait(erased).unwrap(), Some(6));
+}
+
+/// A receiver that ignores its completion.
+struct Sink;
+impl<V, E> Receiver<V, E> for Sink {
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
+    }
+    fn set_value(self, _: V) {}
+    fn set_error(self, _: E) {}
+    fn set_stopped(self) {}
+    fn set_panic(self, _: Panic) {}
+}
+
+/// Counts drops of what the erased sender holds.
+struct Counted(Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_block_is_freed_on_every_path() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Never connected.
+    let c = Counted(drops.clone());
+    drop(just(()).then(move |()| drop(c)).boxed());
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    // Connected, never started.
+    let c = Counted(drops.clone());
+    drop(just(()).then(move |()| drop(c)).boxed().connect(Sink));
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    // Run to completion.
+    let c = Counted(drops.clone());
+    sync_wait(just(()).then(move |()| drop(c)).boxed()).unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+}
