@@ -48,11 +48,12 @@ fn fib_task(n: u32) -> Task<'static, u64, Infallible> {
     })
 }
 
+/// Lazy: a node builds its children only when it runs (one erased block per node).
 fn fib_any(n: u32) -> AnySender<'static, u64> {
     if n < 2 {
         return just(u64::from(n)).boxed();
     }
-    when_all((fib_any(n - 1), fib_any(n - 2))).then(|(a, b)| a + b).boxed()
+    just(()).let_value(move |()| when_all((fib_any(n - 1), fib_any(n - 2))).then(|(a, b)| a + b)).boxed()
 }
 
 fn fib_tokio(n: u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = u64> + Send>> {

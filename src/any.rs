@@ -246,7 +246,8 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 ///     if n < 2 {
 ///         return just(u64::from(n)).boxed();
 ///     }
-///     when_all((fib(n - 1), fib(n - 2))).then(|(a, b)| a + b).boxed()
+///     // `let_value` builds the children only when this node runs.
+///     just(()).let_value(move |()| when_all((fib(n - 1), fib(n - 2))).then(|(a, b)| a + b)).boxed()
 /// }
 ///
 /// let pool = StaticThreadPool::new(2).unwrap();
@@ -319,7 +320,7 @@ where
     type Operation = AnyOp<'a, V, E, Sch, R>;
     fn connect(self, receiver: R) -> AnyOp<'a, V, E, Sch, R> {
         AnyOp {
-            block: Some(self.into_block()),
+            block: std::cell::Cell::new(Some(self.into_block())),
             rcvr: UnsafeCell::new(Some(receiver)),
             _borrow: PhantomData,
             _pin: PhantomPinned,
@@ -327,9 +328,11 @@ where
     }
 }
 
-/// The operation state of an [`AnySender`]: the block and the real receiver.
+/// The operation state of an [`AnySender`]: the block and the real receiver. The block
+/// (with the inner operation) is freed as soon as the inner operation completes, before
+/// the real receiver is called, so a finished subtree of a recursion holds no memory.
 pub struct AnyOp<'a, V, E, Sch, R> {
-    block: Option<NonNull<Header<V, E, Sch>>>,
+    block: std::cell::Cell<Option<NonNull<Header<V, E, Sch>>>>,
     rcvr: UnsafeCell<Option<R>>,
     _borrow: PhantomData<&'a ()>,
     _pin: PhantomPinned,
@@ -366,18 +369,27 @@ where
 
     /// # Safety
     ///
-    /// `p` is the receiver cell of a live `Self`, not yet completed.
+    /// `p` is a live, started `Self`, not yet completed.
     unsafe fn rcvr<'x>(p: *const ()) -> &'x R {
         // SAFETY: the caller's contract.
-        unsafe { (*p.cast::<UnsafeCell<Option<R>>>().cast_mut()).get_mut().as_ref() }.expect("AnySender: receiver")
+        unsafe { (*(*p.cast::<Self>()).rcvr.get()).as_ref() }.expect("AnySender: receiver")
     }
 
+    /// The completion: frees the block (the inner operation called its receiver and does
+    /// not touch itself again), then hands over the real receiver.
+    ///
     /// # Safety
     ///
     /// As for `rcvr`; the one completion.
     unsafe fn take(p: *const ()) -> R {
-        // SAFETY: the caller's contract.
-        unsafe { (*p.cast::<UnsafeCell<Option<R>>>().cast_mut()).get_mut().take() }.expect("AnySender: completes once")
+        let this = p.cast::<Self>();
+        // SAFETY: the caller's contract; the completion owns the block now.
+        unsafe {
+            if let Some(block) = (*this).block.take() {
+                (block.as_ref().drop)(block);
+            }
+            (*(*this).rcvr.get()).take().expect("AnySender: completes once")
+        }
     }
 
     unsafe fn set_value(p: *const (), v: V) {
@@ -420,8 +432,8 @@ where
         // SAFETY: the operation is pinned and lives until it completes; the receiver cell
         // stays in place, so the erased receiver may point at it.
         let this = unsafe { self.get_unchecked_mut() };
-        let block = this.block.expect("AnySender: connected");
-        let rcvr = AnyReceiver { rcvr: this.rcvr.get().cast_const().cast(), vtable: Self::VTABLE };
+        let block = this.block.get().expect("AnySender: connected");
+        let rcvr = AnyReceiver { rcvr: std::ptr::from_ref(this).cast(), vtable: Self::VTABLE };
         // SAFETY: the block holds the unstarted sender; it stays in place until dropped
         // with this operation, after the completion.
         unsafe { (block.as_ref().start)(block, rcvr) }
