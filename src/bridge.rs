@@ -41,6 +41,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
+use crate::outcome::Outcome;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
@@ -51,14 +52,6 @@ use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 
 // ---------------------------------------------------------------------------------------
 // Sender → future
-
-/// How the operation ended.
-enum Outcome<V, E> {
-    Value(V),
-    Error(E),
-    Stopped,
-    Panic(Panic),
-}
 
 /// The part of the block both sides know.
 struct Shared<V, E> {
@@ -302,12 +295,7 @@ where
         };
         // SAFETY: the future's reference, given up once (the state is `Finished`).
         unsafe { Shared::release(shared) };
-        Poll::Ready(match outcome {
-            Outcome::Value(v) => Some(Ok(v)),
-            Outcome::Error(e) => Some(Err(e)),
-            Outcome::Stopped => None,
-            Outcome::Panic(p) => p.resume(),
-        })
+        Poll::Ready(outcome.resume().transpose())
     }
 }
 

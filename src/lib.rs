@@ -19,6 +19,7 @@ mod domain;
 mod env;
 mod ext;
 mod factories;
+mod outcome;
 mod panic;
 mod pool;
 mod receiver;

@@ -5,6 +5,7 @@ use std::pin::pin;
 
 use crate::domain::{EarlyDomain, NoDomain, apply_sync_wait};
 use crate::env::Env;
+use crate::outcome::Outcome;
 use crate::panic::Panic;
 use crate::receiver::Receiver;
 use crate::schedulers::run_loop::{AbortOnUnwind, RunLoop, RunLoopScheduler};
@@ -62,13 +63,6 @@ impl Env for SyncWaitEnv {
     fn stop_token(&self) -> StopToken<'_> {
         StopToken::never()
     }
-}
-
-enum Outcome<V, E> {
-    Value(V),
-    Error(E),
-    Stopped,
-    Panic(Panic),
 }
 
 struct State<V, E> {
@@ -145,11 +139,5 @@ where
         unsafe { (*state.outcome.get()).take() }
     };
     run_loop.recycle();
-    match outcome {
-        Some(Outcome::Value(v)) => Ok(Some(v)),
-        Some(Outcome::Error(e)) => Err(e),
-        Some(Outcome::Stopped) => Ok(None),
-        Some(Outcome::Panic(p)) => p.resume(),
-        None => unreachable!("sync_wait: run loop finished without a completion"),
-    }
+    outcome.expect("sync_wait: run loop finished without a completion").resume()
 }

@@ -22,6 +22,7 @@ use std::ptr::{self, NonNull};
 
 use crate::domain::{Domain, EarlyDomain, NoDomain};
 use crate::env::Env;
+use crate::outcome::Outcome;
 use crate::panic::Panic;
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
@@ -111,14 +112,6 @@ impl<T> FutureCell<T> {
         // no longer touches the result.
         self.result.with_mut(|r| unsafe { (*r).take() }).expect("future result")
     }
-}
-
-/// How the spawned work ended.
-enum Outcome<V, E> {
-    Value(V),
-    Error(E),
-    Stopped,
-    Panic(Panic),
 }
 
 /// The part of the block the future sees: it does not know the operation's type.
@@ -444,12 +437,7 @@ impl<V, E, R: Receiver<V, E> + Send> FutureOp<V, E, R> {
             Header::release(header);
             outcome
         };
-        match outcome {
-            Outcome::Value(v) => rcvr.set_value(v),
-            Outcome::Error(e) => rcvr.set_error(e),
-            Outcome::Stopped => rcvr.set_stopped(),
-            Outcome::Panic(p) => rcvr.set_panic(p),
-        }
+        outcome.deliver(rcvr)
     }
 
     /// The work's notification.
