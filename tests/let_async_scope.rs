@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{WaitProbe, cancel_on_stop, panic_message, stop_probe, thread_name, wait_for_stop, with_stop};
+use common::{
+    Tree, WaitProbe, all_visited_once, cancel_on_stop, make_tree, panic_message, stop_probe, thread_name,
+    wait_for_stop, with_stop,
+};
 use senders::*;
 use std::convert::Infallible;
 use std::sync::Mutex;
@@ -396,22 +399,6 @@ fn the_scope_completes_on_the_outer_scheduler() {
 // ---------------------------------------------------------------------------------------
 // P3149R6 "Recursively spawning work until completion", on a tree that lives on the
 // test's stack.
-
-struct Tree {
-    left: Option<Box<Tree>>,
-    right: Option<Box<Tree>>,
-    visits: AtomicUsize,
-}
-
-fn make_tree(depth: u32) -> Tree {
-    let child = || (depth > 0).then(|| Box::new(make_tree(depth - 1)));
-    Tree { left: child(), right: child(), visits: AtomicUsize::new(0) }
-}
-
-fn all_visited_once(t: &Tree) -> usize {
-    assert_eq!(t.visits.load(Ordering::SeqCst), 1);
-    1 + t.left.as_deref().map_or(0, all_visited_once) + t.right.as_deref().map_or(0, all_visited_once)
-}
 
 /// The token of a scope started under `sync_wait`, whose scheduler is the run loop's.
 type Token<'s, 'e> = LetScopeToken<'s, 'e, RunLoopScheduler>;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{WaitProbe, panic_message, wait_for_stop};
+use common::{Tree, WaitProbe, all_visited_once, make_tree, panic_message, wait_for_stop};
 use senders::*;
 use std::convert::Infallible;
 use std::marker::PhantomPinned;
@@ -621,22 +621,6 @@ fn spawn_future_on_a_closed_scope_completes_stopped() {
 
 // ---------------------------------------------------------------------------------------
 // P3149R6 "Recursively spawning work until completion", on the pool.
-
-struct Tree {
-    left: Option<Box<Tree>>,
-    right: Option<Box<Tree>>,
-    visits: AtomicUsize,
-}
-
-fn make_tree(depth: u32) -> Tree {
-    let child = || (depth > 0).then(|| Box::new(make_tree(depth - 1)));
-    Tree { left: child(), right: child(), visits: AtomicUsize::new(0) }
-}
-
-fn all_visited_once(t: &Tree) -> usize {
-    assert_eq!(t.visits.load(Ordering::SeqCst), 1);
-    1 + t.left.as_deref().map_or(0, all_visited_once) + t.right.as_deref().map_or(0, all_visited_once)
-}
 
 fn process_spawn(sch: PoolScheduler, token: CountingToken, t: &'static Tree) {
     spawn(

@@ -15,7 +15,7 @@
 use std::any::{Any, TypeId};
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -399,4 +399,26 @@ impl<E, R: Receiver<(), E>> OperationState for CancelOp<'_, E, R> {
         unsafe { Pin::new_unchecked(slot) }.register();
         registered.store(true, Ordering::SeqCst);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// A binary tree whose nodes count their visits (the P3149 recursive-tree tests).
+
+/// A node of a full binary tree that counts its visits.
+pub struct Tree {
+    pub left: Option<Box<Tree>>,
+    pub right: Option<Box<Tree>>,
+    pub visits: AtomicUsize,
+}
+
+/// A full tree of `depth + 1` levels.
+pub fn make_tree(depth: u32) -> Tree {
+    let child = || (depth > 0).then(|| Box::new(make_tree(depth - 1)));
+    Tree { left: child(), right: child(), visits: AtomicUsize::new(0) }
+}
+
+/// Asserts every node was visited exactly once; returns the node count.
+pub fn all_visited_once(t: &Tree) -> usize {
+    assert_eq!(t.visits.load(Ordering::SeqCst), 1);
+    1 + t.left.as_deref().map_or(0, all_visited_once) + t.right.as_deref().map_or(0, all_visited_once)
 }
