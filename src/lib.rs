@@ -87,8 +87,8 @@ pub use sender::{OperationState, Sender, SenderTo};
 pub use spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};
 pub use stop::{InplaceStopSource, MergedStopSource, StopCallback, StopToken};
 pub use task::{
-    AwaitNode, AwaitRcvr, Awaited, ChangeScheduler, ErasedScheduleReceiver, Task, TaskCtx, TaskForwardStop, TaskHome,
-    TaskHop, TaskOp, TaskScheduleOp, TaskScheduleSender, TaskScheduler, awaited, change_scheduler,
+    AwaitNode, AwaitRcvr, Awaited, ChangeScheduler, ErasedScheduleReceiver, Task, TaskCtx, TaskHome, TaskHop, TaskOp,
+    TaskScheduleOp, TaskScheduleSender, TaskScheduler, awaited, change_scheduler,
 };
 
 /// The README's examples, compiled and run as doctests.

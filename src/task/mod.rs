@@ -44,8 +44,8 @@
 //! Awaited senders see an environment with the task's scheduler, erased as a
 //! [`TaskScheduler`]; the pool's domain (which customizes `when_all` and `bulk` only
 //! when it runs on a pool worker, and is the default elsewhere, so that `when_all` of
-//! tasks forks on the pool); the receiver's user queries; and a stop token of the task's
-//! own, linked to the receiver's token on first use.
+//! tasks forks on the pool); the receiver's user queries; and the receiver's stop token
+//! itself (the token types match, so nothing needs linking).
 
 mod scheduler;
 
@@ -67,8 +67,8 @@ use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::scope::HopTo;
 use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
-use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering, lock};
+use crate::stop::StopToken;
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 
 use scheduler::Scheduled;
 
@@ -218,10 +218,6 @@ const RUNNING: usize = 1;
 const WOKEN: usize = 2;
 const ONE: usize = 4;
 
-const UNLINKED: u8 = 0;
-const LINKING: u8 = 1;
-const LINKED: u8 = 2;
-
 /// What awaited senders, their receivers and the task's wakers reach, whatever the task's
 /// receiver type. The first field of every task operation.
 #[repr(C)]
@@ -237,10 +233,6 @@ pub struct TaskCtx {
     /// Registered awaits started by the runner and not yet known to have completed
     /// inline (runner only; moved into `state` once an operation proved remote).
     local: Cell<usize>,
-    /// The task's stop source, linked lazily to the receiver's token.
-    stop: InplaceStopSource,
-    link: AtomicU8,
-    link_cb: UnsafeCell<Option<RawStopCallback<'static, TaskForwardStop>>>,
     /// `change_scheduler` asked for a hop (runner only).
     hop_requested: Cell<bool>,
     /// The scheduler set by `change_scheduler` (written by the runner only).
@@ -264,10 +256,10 @@ struct CtxVTable {
     scheduler: unsafe fn(*const TaskCtx) -> TaskScheduler,
 }
 
-// SAFETY: the fields shared between threads are atomics, the mutex and the stop source;
-// the `Cell`/`UnsafeCell` fields are touched only by the thread holding `RUNNING` (the
-// link callback also by the one thread that wins `LINKING`), handed over through the
-// state word's acquire-release transitions.
+// SAFETY: the fields shared between threads are atomics and the mutex; the `Cell` and
+// `UnsafeCell` fields are touched only by the thread holding `RUNNING` (`home` is written
+// at start and read-only after), handed over through the state word's acquire-release
+// transitions.
 unsafe impl Sync for TaskCtx {}
 // SAFETY: as above.
 unsafe impl Send for TaskCtx {}
@@ -297,9 +289,6 @@ impl TaskCtx {
             panic: Mutex::new(None),
             panicked: AtomicBool::new(false),
             local: Cell::new(0),
-            stop: InplaceStopSource::new(),
-            link: AtomicU8::new(UNLINKED),
-            link_cb: UnsafeCell::new(None),
             hop_requested: Cell::new(false),
             moved_to: UnsafeCell::new(None),
             home: Cell::new(None),
@@ -420,52 +409,6 @@ impl TaskCtx {
                 Err(now) => s = now,
             }
         }
-    }
-
-    /// The task's stop token, linked to the receiver's on first use.
-    fn stop_token(&self) -> StopToken<'_> {
-        loop {
-            match self.link.compare_exchange(UNLINKED, LINKING, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    // SAFETY: this thread won `LINKING`, the only writer of the callback
-                    // slot until the task completes; the receiver's token outlives the
-                    // callback (dropped by `finish` before the receiver is taken).
-                    unsafe {
-                        let outer = (self.vtable.stop_token)(self);
-                        if outer.stop_possible() {
-                            let cb = (*self.link_cb.get()).insert(RawStopCallback::new(outer, TaskForwardStop(self)));
-                            Pin::new_unchecked(cb).register();
-                        }
-                    }
-                    self.link.store(LINKED, Ordering::Release);
-                    break;
-                }
-                Err(LINKED) => break,
-                Err(_) => crate::sync::spin_wait(),
-            }
-        }
-        self.stop.token()
-    }
-}
-
-/// Forwards the receiver's stop request to the task's own source, counted like an
-/// awaited operation for the duration: the request may complete awaited operations
-/// inline, and the task must not resume, complete and go away inside its own source's
-/// `request_stop`. The end of the request may then resume it (a spurious poll at worst).
-pub struct TaskForwardStop(*const TaskCtx);
-
-// SAFETY: the context is `Sync`; the task drops this callback (waiting for it if it
-// runs) before it completes.
-unsafe impl Send for TaskForwardStop {}
-
-impl Invoke for TaskForwardStop {
-    fn invoke(self) {
-        // SAFETY: as above.
-        let ctx = unsafe { &*self.0 };
-        ctx.state.fetch_add(ONE, Ordering::AcqRel);
-        ctx.stop.request_stop();
-        // Not an awaited operation: a node no start can be running.
-        ctx.op_done(NonNull::<AwaitNode>::dangling().as_ptr());
     }
 }
 
@@ -715,7 +658,10 @@ impl<V, E> Env for AwaitRcvr<V, E> {
         unsafe { (self.ctx().vtable.scheduler)(self.ctx) }
     }
     fn stop_token(&self) -> StopToken<'_> {
-        self.ctx().stop_token()
+        // The receiver's own token: the stop token types match, so nothing needs linking
+        // (P3552 §4.7); it borrows the receiver's env, which outlives this operation.
+        // SAFETY: the task (and its receiver) outlives its awaited operations.
+        unsafe { (self.ctx().vtable.stop_token)(self.ctx) }
     }
     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
         if key == TypeId::of::<HomeKey>() {
@@ -1142,7 +1088,7 @@ where
     }
 
     /// Completes the task: drops the frame (discarding awaits registered in its last
-    /// poll), unlinks the stop callback, retires the wakers, then calls the receiver.
+    /// poll), retires the wakers, then calls the receiver.
     ///
     /// # Safety
     ///
@@ -1168,9 +1114,6 @@ where
                 end = End::Panic(p);
             }
         }
-        // SAFETY: `RUNNING`: no awaited operation holds a token of the task's source; the
-        // callback's drop waits if it is running on another thread.
-        unsafe { *c.link_cb.get() = None };
         // SAFETY: the runner owns the handle slot.
         if let Some(handle) = unsafe { (*c.wake_handle.get()).take() } {
             *lock(&handle.task) = None;
