@@ -31,24 +31,18 @@
 //! `rayon_outside` (`n` round trips from outside).
 //!
 //! `fib` and `tree` need a recursive sender, which Rust cannot name directly (its
-//! operation state would contain itself). [`Fib`] and [`Tree`] cut the recursion with
-//! one heap allocation per internal node: the node's operation state connects
-//! `when_all((child, child)).then(combine)` to an [`Erased`] receiver (a data pointer and
-//! a table of functions) and boxes the result; the box is freed as soon as it completes.
-//! The erased receiver's environment is the parent's, seen through `&dyn Env`, so the
-//! pool scheduler (and its domain, which turns `when_all` into fork-join) stays current
-//! all the way down.
+//! operation state would contain itself): they use [`AnySender`], the crate's
+//! type-erased sender, as a user would (see [`fib_node`]).
 
 #[path = "common/paired.rs"]
 mod paired;
 
 use paired::{format_ns, median};
 
-use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::convert::Infallible;
 use std::hint::black_box;
-use std::marker::{PhantomData, PhantomPinned};
+use std::marker::PhantomPinned;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, mpsc};
@@ -58,9 +52,8 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use rayon::prelude::*;
 use senders::{
-    EmptyEnv, Env, MaybeDomain, MaybeScheduler, NoDomain, NoScheduler, OperationState, Panic, PoolDomain, PoolOp,
-    PoolScheduler, Receiver, RunLoopScheduler, Scheduler, Sender, SenderExt, SenderTo, StaticThreadPool, StopToken,
-    just, starts_on, sync_wait, when_all,
+    AnySender, EmptyEnv, NoDomain, NoScheduler, OperationState, Panic, PoolOp, PoolScheduler, Receiver, Scheduler,
+    Sender, SenderExt, SenderTo, StaticThreadPool, just, starts_on, sync_wait, when_all,
 };
 
 /// Workers in both pools.
@@ -625,288 +618,28 @@ fn bulk_compute(c: &mut Criterion) {
 // `tree` and `fib`: fork-join recursion through `when_all`, against `rayon::join`.
 // ---------------------------------------------------------------------------------------
 
-/// The environment an [`Erased`] receiver exposes: its parent's, behind a `dyn`.
-type DynEnv<Sch, D> = dyn Env<Scheduler = Sch, Domain = D> + Sync;
-
-/// How an [`Erased`] receiver reaches its parent's environment.
-type EnvFn<V, E, Sch, D> = unsafe fn(&Erased<V, E, Sch, D>) -> &DynEnv<Sch, D>;
-
-/// The functions behind an [`Erased`] receiver.
-struct VTable<V: 'static, E: 'static, Sch: 'static, D: 'static> {
-    set_value: unsafe fn(*const (), V),
-    set_error: unsafe fn(*const (), E),
-    set_stopped: unsafe fn(*const ()),
-    set_panic: unsafe fn(*const (), Panic),
-    env: EnvFn<V, E, Sch, D>,
-}
-
-/// A type-erased receiver: a pointer to the operation that made it and that
-/// operation's functions. Its type does not mention the parent's receiver, which is what
-/// lets a sender's operation contain (boxed) operations of the same sender. The scheduler
-/// and domain types stay, so late customization still sees the pool's.
-struct Erased<V: 'static, E: 'static, Sch: 'static, D: 'static> {
-    data: *const (),
-    vtable: &'static VTable<V, E, Sch, D>,
-}
-
-// SAFETY: an `Erased` is made only by `RecOp<K, R>::start`, which requires `R: Send` and
-// `R::Env: Sync`: completing it moves a `V`/`E` (both `Send`) to the thread that owns `R`
-// and runs `R`'s completion, which `R: Send` allows from any thread.
-unsafe impl<V: Send, E: Send, Sch, D> Send for Erased<V, E, Sch, D> {}
-
-// SAFETY: a shared `Erased` only reaches the parent's environment (`Sync`, see above);
-// completions consume the receiver.
-unsafe impl<V, E, Sch, D> Sync for Erased<V, E, Sch, D> {}
-
-impl<V, E, Sch, D> Erased<V, E, Sch, D> {
-    fn parent_env(&self) -> &DynEnv<Sch, D> {
-        // SAFETY: `env` belongs to the operation `data` points to, which outlives this
-        // receiver (it completes only through it).
-        unsafe { (self.vtable.env)(self) }
+/// `fib(n)`, naively: `fib(n - 1) + fib(n - 2)` with both calls in a `when_all`, as a
+/// user writes it with the crate's type-erased sender: one erased block per node, whose
+/// children are built when the node runs (`let_value`). The erased environment's domain is
+/// the pool's, so on a worker the `when_all` forks (and on the bench thread it does not).
+fn fib_node(n: u64) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(n).boxed();
     }
-}
-
-impl<V, E, Sch: MaybeScheduler, D: MaybeDomain> Env for Erased<V, E, Sch, D> {
-    type Scheduler = Sch;
-    type Domain = D;
-    fn scheduler(&self) -> Sch {
-        self.parent_env().scheduler()
-    }
-    fn stop_token(&self) -> StopToken<'_> {
-        self.parent_env().stop_token()
-    }
-    fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
-        self.parent_env().prop(key)
-    }
-}
-
-impl<V, E, Sch: MaybeScheduler, D: MaybeDomain> Receiver<V, E> for Erased<V, E, Sch, D> {
-    type Env = Self;
-    fn env(&self) -> &Self {
-        self
-    }
-    fn set_value(self, value: V) {
-        // SAFETY: the function belongs to the live operation at `data`; consuming `self`
-        // makes this its single completion.
-        unsafe { (self.vtable.set_value)(self.data, value) }
-    }
-    fn set_error(self, error: E) {
-        // SAFETY: as in `set_value`.
-        unsafe { (self.vtable.set_error)(self.data, error) }
-    }
-    fn set_stopped(self) {
-        // SAFETY: as in `set_value`.
-        unsafe { (self.vtable.set_stopped)(self.data) }
-    }
-    fn set_panic(self, panic: Panic) {
-        // SAFETY: as in `set_value`.
-        unsafe { (self.vtable.set_panic)(self.data, panic) }
-    }
-}
-
-/// A boxed, type-erased operation state: one internal node's `when_all(..).then(..)`.
-type BoxedOp = Pin<Box<dyn OperationState + Send>>;
-
-/// A recursive computation: a leaf with a value, or two children.
-trait Node: Copy + Send + 'static {
-    /// `Err(value)` for a leaf, the two children otherwise.
-    fn split(self) -> Result<(Self, Self), u64>;
-}
-
-/// Builds an internal node's operation: `when_all(children).then(combine)` connected to
-/// `rcvr`. Implemented only for concrete scheduler and domain types, so that proving
-/// "`Fib` connects to its child receivers" never needs itself as a premise.
-trait Expand<Sch, D>: Node {
-    fn expand(children: (Self, Self), rcvr: Erased<u64, Infallible, Sch, D>) -> BoxedOp;
-}
-
-/// `fib(n)`, naively: `fib(n - 1) + fib(n - 2)` with both calls in a `when_all`.
-#[derive(Clone, Copy, Debug)]
-struct Fib(u64);
-
-impl Node for Fib {
-    fn split(self) -> Result<(Self, Self), u64> {
-        if self.0 < 2 { Err(self.0) } else { Ok((Fib(self.0 - 1), Fib(self.0 - 2))) }
-    }
+    just(()).let_value(move |()| when_all((fib_node(n - 1), fib_node(n - 2))).then(fib_combine)).boxed()
 }
 
 fn fib_combine((a, b): (u64, u64)) -> u64 {
     a + b
 }
 
-/// A full binary tree of depth `d` (`2^d - 1` nodes); its value is its node count.
-#[derive(Clone, Copy, Debug)]
-struct Tree(u32);
-
-impl Node for Tree {
-    fn split(self) -> Result<(Self, Self), u64> {
-        if self.0 <= 1 { Err(1) } else { Ok((Tree(self.0 - 1), Tree(self.0 - 1))) }
+/// A full binary tree of depth `d` (`2^d - 1` nodes) whose value is its node count, as
+/// [`fib_node`] builds it.
+fn tree_node(d: u32) -> AnySender<'static, u64> {
+    if d <= 1 {
+        return just(1).boxed();
     }
-}
-
-fn tree_combine((a, b): (u64, u64)) -> u64 {
-    a + b + 1
-}
-
-macro_rules! expand_on {
-    ($node:ident, $combine:path, $sch:ty, $dom:ty) => {
-        impl Expand<$sch, $dom> for $node {
-            fn expand(children: (Self, Self), rcvr: Erased<u64, Infallible, $sch, $dom>) -> BoxedOp {
-                Box::pin(when_all(children).then($combine).connect(rcvr))
-            }
-        }
-    };
-}
-
-// On the pool (`starts_on(pool.scheduler(), ..)`): `when_all` forks onto the workers.
-expand_on!(Fib, fib_combine, PoolScheduler, PoolDomain);
-expand_on!(Tree, tree_combine, PoolScheduler, PoolDomain);
-// Under a bare `sync_wait`: the default domain, sequential `when_all`.
-expand_on!(Fib, fib_combine, RunLoopScheduler, NoDomain);
-expand_on!(Tree, tree_combine, RunLoopScheduler, NoDomain);
-
-type SchOf<R> = <<R as Receiver<u64, Infallible>>::Env as Env>::Scheduler;
-type DomOf<R> = <<R as Receiver<u64, Infallible>>::Env as Env>::Domain;
-
-macro_rules! recursive_sender {
-    ($node:ident) => {
-        impl Sender for $node {
-            type Value = u64;
-            type Error = Infallible;
-            const SENDS_STOPPED: bool = true;
-            type Domain = NoDomain;
-            type CompletionScheduler = NoScheduler;
-            fn completion_scheduler(&self) -> NoScheduler {
-                NoScheduler
-            }
-        }
-
-        impl<R> SenderTo<R> for $node
-        where
-            R: Receiver<u64, Infallible> + Send + 'static,
-            R::Env: Sync,
-            $node: Expand<SchOf<R>, DomOf<R>>,
-        {
-            type Operation = RecOp<$node, R>;
-            fn connect(self, rcvr: R) -> RecOp<$node, R> {
-                RecOp {
-                    node: self,
-                    rcvr: UnsafeCell::new(Some(rcvr)),
-                    child: UnsafeCell::new(None),
-                    _pin: PhantomPinned,
-                }
-            }
-        }
-    };
-}
-
-recursive_sender!(Fib);
-recursive_sender!(Tree);
-
-/// The operation state of a [`Node`] sender connected to `R`: a leaf completes inline in
-/// `start`; an internal node boxes the operation of its children's `when_all`.
-struct RecOp<K, R> {
-    node: K,
-    rcvr: UnsafeCell<Option<R>>,
-    child: UnsafeCell<Option<BoxedOp>>,
-    _pin: PhantomPinned,
-}
-
-impl<K, R> RecOp<K, R>
-where
-    K: Expand<SchOf<R>, DomOf<R>>,
-    R: Receiver<u64, Infallible> + Send + 'static,
-    R::Env: Sync,
-{
-    const VTABLE: VTable<u64, Infallible, SchOf<R>, DomOf<R>> = VTable {
-        set_value: Self::set_value,
-        set_error: Self::set_error,
-        set_stopped: Self::set_stopped,
-        set_panic: Self::set_panic,
-        env: Self::env,
-    };
-
-    /// Takes the final receiver and frees the child's boxed operation state.
-    ///
-    /// Freeing here, inside the child's completion call, is what the `OperationState`
-    /// contract allows a parent (the child touches none of its memory after calling a
-    /// completion method). It keeps memory proportional to the nodes in flight instead
-    /// of the whole tree, and hands each block straight back to the allocator's
-    /// thread cache.
-    ///
-    /// # Safety
-    ///
-    /// `data` is a started `RecOp<K, R>`; called once, either by its child's
-    /// completion or (for a leaf, which has no child) by `start`.
-    unsafe fn take_rcvr(data: *const ()) -> R {
-        let this = data.cast::<Self>();
-        // SAFETY: the child has finished reading the environment (it is completing), so
-        // nobody else touches the slots; the receiver is taken once, and the child is
-        // dropped once, after its last access to its own memory.
-        unsafe {
-            drop((*(*this).child.get()).take());
-            (*(*this).rcvr.get()).take().expect("node completes once")
-        }
-    }
-
-    unsafe fn set_value(data: *const (), value: u64) {
-        // SAFETY: the `VTable` contract: called once, by the child, on completion.
-        unsafe { Self::take_rcvr(data) }.set_value(value)
-    }
-
-    unsafe fn set_error(data: *const (), error: Infallible) {
-        // SAFETY: as in `set_value`.
-        unsafe { Self::take_rcvr(data) }.set_error(error)
-    }
-
-    unsafe fn set_stopped(data: *const ()) {
-        // SAFETY: as in `set_value`.
-        unsafe { Self::take_rcvr(data) }.set_stopped()
-    }
-
-    unsafe fn set_panic(data: *const (), panic: Panic) {
-        // SAFETY: as in `set_value`.
-        unsafe { Self::take_rcvr(data) }.set_panic(panic)
-    }
-
-    unsafe fn env(rcvr: &Erased<u64, Infallible, SchOf<R>, DomOf<R>>) -> &DynEnv<SchOf<R>, DomOf<R>> {
-        // SAFETY: `data` is the live operation that made `rcvr`; its receiver stays in
-        // the slot until the child's completion, and the child reads the environment
-        // only before completing. Shared reads from several threads are fine:
-        // `R::Env: Sync`.
-        unsafe { (*(*rcvr.data.cast::<Self>()).rcvr.get()).as_ref() }.expect("env read after completion").env()
-    }
-}
-
-impl<K, R> OperationState for RecOp<K, R>
-where
-    K: Expand<SchOf<R>, DomOf<R>>,
-    R: Receiver<u64, Infallible> + Send + 'static,
-    R::Env: Sync,
-{
-    unsafe fn start(self: Pin<&mut Self>) {
-        // SAFETY: the operation is only addressed from here on, never moved.
-        let this: *const Self = unsafe { self.get_unchecked_mut() };
-        // SAFETY: not started before, so nothing else reads or writes it yet.
-        let node = unsafe { (*this).node };
-        match node.split() {
-            // SAFETY: the single completion, inline; `take_rcvr` is for exactly this.
-            Err(leaf) => unsafe { Self::take_rcvr(this.cast()) }.set_value(leaf),
-            Ok(children) => {
-                let rcvr = Erased { data: this.cast(), vtable: &Self::VTABLE };
-                let op = K::expand(children, rcvr);
-                // SAFETY: the child slot is written once, before the child starts; the
-                // box pins the child, which is started once and lives in this operation
-                // until the operation is dropped, after the child's completion. After
-                // `start` returns nothing of `this` is touched: the child's completion
-                // may already have freed it.
-                unsafe {
-                    let slot = &mut *(*this).child.get();
-                    slot.insert(op).as_mut().start();
-                }
-            }
-        }
-    }
+    just(()).let_value(move |()| when_all((tree_node(d - 1), tree_node(d - 1))).then(|(a, b)| a + b + 1)).boxed()
 }
 
 fn seq_fib(n: u64) -> u64 {
@@ -994,8 +727,8 @@ fn tree(c: &mut Criterion) {
         Recursion {
             name: "tree",
             want: (1 << TREE_DEPTH) - 1,
-            senders: |sch| sync_wait(starts_on(sch.clone(), Tree(black_box(TREE_DEPTH)))).unwrap().unwrap(),
-            senders_default: || sync_wait(Tree(black_box(TREE_DEPTH))).unwrap().unwrap(),
+            senders: |sch| sync_wait(starts_on(sch.clone(), tree_node(black_box(TREE_DEPTH)))).unwrap().unwrap(),
+            senders_default: || sync_wait(tree_node(black_box(TREE_DEPTH))).unwrap().unwrap(),
             rayon: || rayon_tree(black_box(TREE_DEPTH)),
             sequential: || seq_tree(black_box(TREE_DEPTH)),
         },
@@ -1008,8 +741,8 @@ fn fib(c: &mut Criterion) {
         Recursion {
             name: "fib",
             want: 832_040,
-            senders: |sch| sync_wait(starts_on(sch.clone(), Fib(black_box(FIB_N)))).unwrap().unwrap(),
-            senders_default: || sync_wait(Fib(black_box(FIB_N))).unwrap().unwrap(),
+            senders: |sch| sync_wait(starts_on(sch.clone(), fib_node(black_box(FIB_N)))).unwrap().unwrap(),
+            senders_default: || sync_wait(fib_node(black_box(FIB_N))).unwrap().unwrap(),
             rayon: || rayon_fib(black_box(FIB_N)),
             sequential: || seq_fib(black_box(FIB_N)),
         },
@@ -1028,9 +761,9 @@ fn profile(spec: &str) {
     let mut sum = 0;
     for _ in 0..repeats {
         sum += match what {
-            "fib" => sync_wait(starts_on(sch.clone(), Fib(n))).unwrap().unwrap(),
-            "tree" => sync_wait(starts_on(sch.clone(), Tree(n as u32))).unwrap().unwrap(),
-            "fib_default" => sync_wait(Fib(n)).unwrap().unwrap(),
+            "fib" => sync_wait(starts_on(sch.clone(), fib_node(n))).unwrap().unwrap(),
+            "tree" => sync_wait(starts_on(sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
+            "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
             "rayon_fib" => rpool.install(|| rayon_fib(n)),
             "rayon_tree" => rpool.install(|| rayon_tree(n as u32)),
             "chain" => sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: n as usize })).map_or(0, |_| 1),
@@ -1046,18 +779,6 @@ fn profile(spec: &str) {
     }
     let per = start.elapsed() / repeats.max(1) as u32;
     println!("{what}({n}) × {repeats}: {per:?} per run (checksum {sum})");
-    println!(
-        "one internal node on the pool: a {}-byte boxed operation state (`when_all` + `then` + 2 children)",
-        op_size(
-            &when_all((Fib(1), Fib(0))).then(fib_combine),
-            PhantomData::<Erased<u64, Infallible, PoolScheduler, PoolDomain>>
-        )
-    );
-}
-
-/// The size of the operation state `sndr` makes when connected to an `R`.
-fn op_size<S: SenderTo<R>, R: Receiver<S::Value, S::Error>>(_sndr: &S, _rcvr: PhantomData<R>) -> usize {
-    std::mem::size_of::<S::Operation>()
 }
 
 criterion::criterion_group!(benches, schedule, bulk_mem, bulk_compute, tree, fib);
