@@ -20,6 +20,10 @@ enum Outcome {
     Value(u32),
     Error(&'static str),
     Stopped,
+    /// Asks the environment for the stop token first (which links the parent's token to
+    /// the children's source, lazily), then completes stopped if stop was requested, else
+    /// with the value.
+    AskThenValue(u32),
 }
 
 type Completion = Box<dyn FnOnce(Outcome) + Send>;
@@ -61,6 +65,13 @@ impl<R: Receiver<u32, &'static str> + Send + 'static> OperationState for ManualO
             Outcome::Value(v) => rcvr.set_value(v),
             Outcome::Error(e) => rcvr.set_error(e),
             Outcome::Stopped => rcvr.set_stopped(),
+            Outcome::AskThenValue(v) => {
+                if rcvr.env().stop_token().stop_requested() {
+                    rcvr.set_stopped()
+                } else {
+                    rcvr.set_value(v)
+                }
+            }
         }));
     }
 }
@@ -104,7 +115,15 @@ impl Receiver<(u32, u32), &'static str> for TestReceiver {
 /// Runs `when_all((a, b))`, completes `a` and `b` on two threads while the main thread
 /// requests stop on the parent, and returns what the receiver saw.
 fn run(a: fn() -> Outcome, b: fn() -> Outcome) -> Vec<String> {
+    run_with(a, b, false)
+}
+
+/// As `run`; with `stop_first`, the parent's stop is requested before the children run.
+fn run_with(a: fn() -> Outcome, b: fn() -> Outcome, stop_first: bool) -> Vec<String> {
     let parent = Arc::new(InplaceStopSource::new());
+    if stop_first {
+        parent.request_stop();
+    }
     let result = std::sync::Arc::new(Mutex::new(Vec::new()));
     let (ha, hb): (Handle, Handle) = Default::default();
     let rcvr = TestReceiver { env: TestEnv(parent.clone()), result: result.clone() };
@@ -155,5 +174,38 @@ fn first_of_two_errors_wins_and_only_one_completion_happens() {
         let r = run(|| Outcome::Error("a"), || Outcome::Error("b"));
         assert_eq!(r.len(), 1);
         assert!(r[0] == "error a" || r[0] == "error b", "{r:?}");
+    });
+}
+
+/// The parent's stop token is linked to the children's source only when a child asks for
+/// its token: here both children ask, racing each other (one wins the link, the other
+/// goes on at once), the parent's stop request and the completion. The operation
+/// completes once, stopped or with both values.
+#[test]
+fn children_linking_the_parent_token_lazily_race_its_stop_request() {
+    loom::model(|| {
+        let r = run(|| Outcome::AskThenValue(1), || Outcome::AskThenValue(2));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0] == "value 1 2" || r[0] == "stopped", "{r:?}");
+    });
+}
+
+/// One child asks (and links), the other never does: a parent stop after the link is
+/// forwarded, and the operation completes once.
+#[test]
+fn one_child_linking_races_the_parent_stop_and_the_other_completion() {
+    loom::model(|| {
+        let r = run(|| Outcome::AskThenValue(1), || Outcome::Value(2));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0] == "value 1 2" || r[0] == "stopped", "{r:?}");
+    });
+}
+
+/// A stop requested before the children ask reaches them through the lazy link.
+#[test]
+fn a_parent_stop_requested_before_the_link_reaches_the_children() {
+    loom::model(|| {
+        let r = run_with(|| Outcome::AskThenValue(1), || Outcome::AskThenValue(2), true);
+        assert_eq!(r, ["stopped"]);
     });
 }

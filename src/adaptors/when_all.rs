@@ -33,7 +33,7 @@ use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
-use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// Folds the domains of a list of children into their common domain.
 pub trait DomainFold {
@@ -170,7 +170,8 @@ enum Failure<E> {
 
 /// Forwards the parent's stop request to the children's source.
 ///
-/// It holds a count of the operation while it runs `request_stop`: the children's stop
+/// Registered by [`Shared::link`], the first time a child asks for its stop token. It
+/// holds a count of the operation while it runs `request_stop`: the children's stop
 /// callbacks may complete them inline, and without the extra count the last of them
 /// could complete (and free) the operation while `request_stop` is still walking the
 /// source inside it. It is not generic, so the shared state can name it; `arrive` is
@@ -182,7 +183,7 @@ pub struct ForwardStop {
     arrive: unsafe fn(*const ()),
 }
 
-// SAFETY: a `ForwardStop` is only created by `WhenAllOp::start`, whose impl requires the
+// SAFETY: a `ForwardStop` is only created by `Shared::link` of a `WhenAllOp`, whose impl requires the
 // final receiver and the results to be `Send`; that is what running `arrive` (and so
 // possibly the completion) on the stop-requesting thread needs. The pointers target
 // atomics and a `Sync` source.
@@ -219,7 +220,10 @@ pub struct Shared<C: SenderTuple, R> {
     state: AtomicU8,
     count: AtomicUsize,
     source: InplaceStopSource,
-    on_parent_stop: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    /// Whether a child asked for its stop token, which links the parent's token to
+    /// `source` (see [`link`](Self::link)).
+    linked: AtomicBool,
+    on_parent_stop: sync::UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
 }
 
 impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
@@ -251,6 +255,44 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
             }
         }
         self.source.request_stop();
+    }
+
+    /// Links the parent's stop token to the children's source, the first time a child
+    /// (or an operation inside one) asks for its token: a `when_all` whose children never
+    /// look at their stop token registers nothing on the parent's.
+    ///
+    /// The one caller that wins `linked` registers the forwarder; others go on with the
+    /// children's token at once (a parent stop requested meanwhile reaches it when the
+    /// registration runs the forwarder). The winner is a child that has not arrived, so
+    /// its write of the slot happens before the last arrival, after which `complete`
+    /// drops the forwarder.
+    fn link(&self) {
+        if self.linked.load(Ordering::Acquire) || self.linked.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let token = self.env().stop_token();
+        if !token.stop_possible() {
+            return;
+        }
+        // SAFETY: the parent's env outlives this operation's completion, and the callback
+        // is dropped in `complete` before the receiver is completed; the slot is written
+        // once, by the winner of `linked`, and read by `complete` after every arrival; the
+        // callback is pinned in place inside the pinned operation. A `WhenAllReceiver`
+        // exists only for an operation whose `SenderTo` impl requires the final receiver
+        // and the results to be `Send`, which the forwarder's `Send` impl relies on.
+        unsafe {
+            let token = token.detach();
+            let forward = ForwardStop {
+                count: &self.count,
+                source: &self.source,
+                shared: std::ptr::from_ref(self).cast(),
+                arrive: Self::arrive_erased,
+            };
+            self.on_parent_stop.with_mut(|slot| {
+                let cb = (*slot).insert(RawStopCallback::new(token, forward));
+                Pin::new_unchecked(cb).register();
+            });
+        }
     }
 
     /// [`arrive`](Self::arrive) behind an erased pointer, for [`ForwardStop`].
@@ -287,7 +329,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         unsafe {
             let s = &*this;
             // Deregister first: this waits for a forwarder running on another thread.
-            *s.on_parent_stop.get() = None;
+            s.on_parent_stop.with_mut(|p| *p = None);
             let rcvr = (*s.rcvr.get()).take().expect("when_all completes once");
             match s.state.load(Ordering::Relaxed) {
                 RUNNING => {
@@ -347,7 +389,9 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Env for WhenAllReceive
         self.shared().env().scheduler()
     }
     fn stop_token(&self) -> StopToken<'_> {
-        self.shared().source.token()
+        let shared = self.shared();
+        shared.link();
+        shared.source.token()
     }
     fn prop(&self, key: std::any::TypeId) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.shared().env().prop(key)
@@ -555,7 +599,8 @@ where
                 state: AtomicU8::new(RUNNING),
                 count: AtomicUsize::new(C::LEN),
                 source: InplaceStopSource::new(),
-                on_parent_stop: UnsafeCell::new(None),
+                linked: AtomicBool::new(false),
+                on_parent_stop: sync::UnsafeCell::new(None),
             },
             children: Some(self.children),
             ops: None,
@@ -584,27 +629,8 @@ where
         // are only addressed; `children` is moved out (not structurally pinned).
         let this = unsafe { self.get_unchecked_mut() };
         let Some(children) = this.children.take() else { return };
+        // The parent's stop token is linked lazily, when a child asks for its own.
         let shared: *const Shared<C, R> = &this.shared;
-        let token = this.shared.env().stop_token();
-        if token.stop_possible() {
-            // SAFETY: the receiver's env outlives this operation's completion, and the
-            // callback is dropped in `complete` before the receiver is completed.
-            let token = unsafe { token.detach() };
-            // SAFETY: no child runs yet, so the slot is ours; the callback is pinned in
-            // place inside the pinned operation, and `complete` drops it before the
-            // shared state it points to can go away.
-            unsafe {
-                let slot = &mut *this.shared.on_parent_stop.get();
-                let forward = ForwardStop {
-                    count: &this.shared.count,
-                    source: &this.shared.source,
-                    shared: shared.cast(),
-                    arrive: Shared::<C, R>::arrive_erased,
-                };
-                let cb = slot.insert(RawStopCallback::new(token, forward));
-                Pin::new_unchecked(cb).register();
-            }
-        }
         // SAFETY: `shared` is pinned inside this started operation, which outlives the
         // children's operations.
         let ops = unsafe { children.connect_all(shared) };
