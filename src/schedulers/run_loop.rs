@@ -150,6 +150,7 @@ impl Inner {
     }
 
     /// Returns the loop to its initial state, for reuse by `sync_wait` on this thread.
+    #[cfg(not(loom))]
     fn reset(&self) {
         debug_assert!(self.done());
         self.state.store(0, Ordering::Release);
