@@ -1,5 +1,6 @@
-//! The async scope token concept (P3149R6 `async_scope_token`): `try_associate`,
-//! `dissociate` and `wrap`.
+//! The async scope token concept (P3149R6 `async_scope_token`): `try_associate` and
+//! `dissociate` (there is no `wrap`; see [`ScopeToken`]), and how long spawned work may
+//! borrow ([`ScopeLifetime`]).
 
 use crate::env::Env;
 use crate::panic::Panic;
