@@ -170,7 +170,7 @@ enum Failure<E> {
 
 /// Forwards the parent's stop request to the children's source.
 ///
-/// Registered by [`Shared::link`], the first time a child asks for its stop token. It
+/// Registered by `Shared::link`, the first time a child asks for its stop token. It
 /// holds a count of the operation while it runs `request_stop`: the children's stop
 /// callbacks may complete them inline, and without the extra count the last of them
 /// could complete (and free) the operation while `request_stop` is still walking the
