@@ -197,3 +197,38 @@ fn the_block_is_freed_on_every_path() {
     sync_wait(just(()).then(move |()| drop(c)).boxed()).unwrap();
     assert_eq!(drops.load(Ordering::SeqCst), 3);
 }
+
+/// A sender whose `connect` panics.
+struct PanicsInConnect;
+impl Sender for PanicsInConnect {
+    type Value = i32;
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = false;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+impl<R: Receiver<i32, Infallible>> SenderTo<R> for PanicsInConnect {
+    type Operation = NeverOp;
+    fn connect(self, _: R) -> NeverOp {
+        panic!("connect panicked")
+    }
+}
+/// Never built.
+struct NeverOp;
+impl OperationState for NeverOp {
+    unsafe fn start(self: std::pin::Pin<&mut Self>) {}
+}
+
+#[test]
+fn a_panic_in_the_erased_senders_connect_is_delivered() {
+    let msg = panic_message(|| sync_wait(PanicsInConnect.boxed()));
+    assert_eq!(msg, "connect panicked");
+    // The pool still works after the same happens on a worker.
+    let pool = StaticThreadPool::new(2).unwrap();
+    let msg = panic_message(|| sync_wait(starts_on(pool.scheduler(), PanicsInConnect.boxed())));
+    assert_eq!(msg, "connect panicked");
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), just(5).boxed())).unwrap(), Some(5));
+}
