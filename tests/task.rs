@@ -474,3 +474,33 @@ fn awaiting_a_sender_outside_a_task_panics_with_a_pointer_to_into_awaitable() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let _ = rt.block_on(async { just(1).await });
 }
+
+/// A sender whose `connect` panics.
+struct PanicsInConnect;
+impl Sender for PanicsInConnect {
+    type Value = i32;
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = false;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+impl<R: Receiver<i32, Infallible>> SenderTo<R> for PanicsInConnect {
+    type Operation = NeverOp;
+    fn connect(self, _: R) -> NeverOp {
+        panic!("connect panicked")
+    }
+}
+/// Never built.
+struct NeverOp;
+impl OperationState for NeverOp {
+    unsafe fn start(self: std::pin::Pin<&mut Self>) {}
+}
+
+#[test]
+fn a_panic_in_an_awaited_senders_connect_completes_the_task_with_it() {
+    let msg = panic_message(|| sync_wait(T::new(async { PanicsInConnect.awaited().await })));
+    assert_eq!(msg, "connect panicked");
+}
