@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use common::{PanicsInConnect, Sink, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
 use senders::*;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -160,19 +160,6 @@ fn an_erased_sender_borrows_locals_under_sync_wait() {
     assert_eq!(sync_wait(erased).unwrap(), Some(6));
 }
 
-/// A receiver that ignores its completion.
-struct Sink;
-impl<V, E> Receiver<V, E> for Sink {
-    type Env = EmptyEnv;
-    fn env(&self) -> &EmptyEnv {
-        &EmptyEnv
-    }
-    fn set_value(self, _: V) {}
-    fn set_error(self, _: E) {}
-    fn set_stopped(self) {}
-    fn set_panic(self, _: Panic) {}
-}
-
 /// Counts drops of what the erased sender holds.
 struct Counted(Arc<AtomicUsize>);
 impl Drop for Counted {
@@ -196,30 +183,6 @@ fn the_block_is_freed_on_every_path() {
     let c = Counted(drops.clone());
     sync_wait(just(()).then(move |()| drop(c)).boxed()).unwrap();
     assert_eq!(drops.load(Ordering::SeqCst), 3);
-}
-
-/// A sender whose `connect` panics.
-struct PanicsInConnect;
-impl Sender for PanicsInConnect {
-    type Value = i32;
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = false;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
-impl<R: Receiver<i32, Infallible>> SenderTo<R> for PanicsInConnect {
-    type Operation = NeverOp;
-    fn connect(self, _: R) -> NeverOp {
-        panic!("connect panicked")
-    }
-}
-/// Never built.
-struct NeverOp;
-impl OperationState for NeverOp {
-    unsafe fn start(self: std::pin::Pin<&mut Self>) {}
 }
 
 #[test]

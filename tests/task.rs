@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use common::{PanicsInConnect, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
 use senders::*;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -473,30 +473,6 @@ fn a_task_awaits_foreign_futures_with_its_waker() {
 fn awaiting_a_sender_outside_a_task_panics_with_a_pointer_to_into_awaitable() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let _ = rt.block_on(async { just(1).await });
-}
-
-/// A sender whose `connect` panics.
-struct PanicsInConnect;
-impl Sender for PanicsInConnect {
-    type Value = i32;
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = false;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
-impl<R: Receiver<i32, Infallible>> SenderTo<R> for PanicsInConnect {
-    type Operation = NeverOp;
-    fn connect(self, _: R) -> NeverOp {
-        panic!("connect panicked")
-    }
-}
-/// Never built.
-struct NeverOp;
-impl OperationState for NeverOp {
-    unsafe fn start(self: std::pin::Pin<&mut Self>) {}
 }
 
 #[test]

@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 use std::any::{Any, TypeId};
+use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,8 +21,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use senders::{
-    Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender, SenderTo, StopCallback,
-    StopToken,
+    EmptyEnv, Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender, SenderTo,
+    StopCallback, StopToken,
 };
 
 /// How long a test-only sender waits for something that should happen promptly before
@@ -421,4 +422,49 @@ pub fn make_tree(depth: u32) -> Tree {
 pub fn all_visited_once(t: &Tree) -> usize {
     assert_eq!(t.visits.load(Ordering::SeqCst), 1);
     1 + t.left.as_deref().map_or(0, all_visited_once) + t.right.as_deref().map_or(0, all_visited_once)
+}
+
+// ---------------------------------------------------------------------------------------
+// PanicsInConnect, Sink
+
+/// A sender whose `connect` panics (its operation type is never built).
+pub struct PanicsInConnect;
+
+impl Sender for PanicsInConnect {
+    type Value = i32;
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = false;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<R: Receiver<i32, Infallible>> SenderTo<R> for PanicsInConnect {
+    type Operation = NeverOp;
+    fn connect(self, _: R) -> NeverOp {
+        panic!("connect panicked")
+    }
+}
+
+/// The operation of [`PanicsInConnect`], never built.
+pub struct NeverOp;
+
+impl OperationState for NeverOp {
+    unsafe fn start(self: Pin<&mut Self>) {}
+}
+
+/// A receiver that ignores its completion, with an empty environment.
+pub struct Sink;
+
+impl<V, E> Receiver<V, E> for Sink {
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
+    }
+    fn set_value(self, _: V) {}
+    fn set_error(self, _: E) {}
+    fn set_stopped(self) {}
+    fn set_panic(self, _: Panic) {}
 }
