@@ -50,6 +50,17 @@ impl fmt::Debug for Panic {
     }
 }
 
+/// Drops user data that the library discards (a function a completion does not call, a
+/// value it does not deliver), turning a panic in a user `Drop` into `Err(Panic)`.
+///
+/// A receiver calls it *before* it completes the receiver downstream: after that
+/// completion the operation may be gone, and with it whatever the data borrows. On a
+/// panic completion, the first panic wins and this one's `Err` is dropped.
+#[inline]
+pub(crate) fn discard<T>(data: T) -> Result<(), Panic> {
+    catch(move || drop(data))
+}
+
 /// Runs user code, turning an unwind into `Err(Panic)`.
 ///
 /// Unwind safety is asserted: the caller hands the closure's captures to nobody else

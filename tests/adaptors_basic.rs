@@ -556,3 +556,159 @@ fn write_env_around_cross_thread_work() {
     let r = sync_wait(read_env(Level).continues_on(ctx.scheduler()).write_env(prop::<Level>(2)));
     assert_eq!(r, Ok(Some(Some(2))));
 }
+
+// ---------------------------------------------------------------------------------------
+// User data a completion discards (a function it does not call, a value it does not
+// deliver) is dropped before the receiver downstream completes, and a panic in its
+// `Drop` becomes the completion.
+
+/// Calls its function when dropped.
+struct OnDrop<F: FnMut() + Send>(F);
+
+impl<F: FnMut() + Send> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// A value whose `Drop` panics with `msg`.
+fn panics_on_drop(msg: &'static str) -> OnDrop<impl FnMut() + Send + Sync + Clone> {
+    OnDrop(move || panic!("{msg}"))
+}
+
+#[test]
+fn a_discarded_function_is_dropped_before_the_completion_downstream() {
+    let log = Mutex::new(Vec::new());
+    let dropped = OnDrop(|| log.lock().unwrap().push("dropped"));
+    let work = just_stopped::<(), Infallible>()
+        .then(move |()| drop(dropped))
+        .upon_stopped(|| log.lock().unwrap().push("completed"));
+    assert_eq!(sync_wait(work), Ok(Some(())));
+    assert_eq!(*log.lock().unwrap(), ["dropped", "completed"]);
+}
+
+#[test]
+fn a_panic_in_the_drop_of_a_discarded_function_becomes_the_completion() {
+    macro_rules! check {
+        ($name:expr, $work:expr) => {
+            assert_eq!(panic_message(|| sync_wait($work)), "discarded", $name)
+        };
+    }
+    let d = || panics_on_drop("discarded");
+    check!(
+        "then, error path",
+        just_error::<(), _>(1).then({
+            let d = d();
+            move |()| drop(d)
+        })
+    );
+    check!(
+        "then, stopped path",
+        just_stopped::<(), Infallible>().then({
+            let d = d();
+            move |()| drop(d)
+        })
+    );
+    check!(
+        "upon_error, value path",
+        just(()).with_error::<i32>().upon_error({
+            let d = d();
+            move |_| drop(d)
+        })
+    );
+    check!(
+        "upon_stopped, value path",
+        just(()).upon_stopped({
+            let d = d();
+            move || drop(d)
+        })
+    );
+    check!(
+        "upon_stopped, error path",
+        just_error::<(), _>(1).upon_stopped({
+            let d = d();
+            move || drop(d)
+        })
+    );
+    check!(
+        "map_error, value path",
+        just(()).with_error::<i32>().map_error({
+            let d = d();
+            move |e| {
+                drop(d);
+                e
+            }
+        })
+    );
+    check!(
+        "map_error, stopped path",
+        just_stopped::<(), i32>().map_error({
+            let d = d();
+            move |e| {
+                drop(d);
+                e
+            }
+        })
+    );
+    check!(
+        "bulk, value path",
+        just(()).bulk(3, {
+            let d = d();
+            move |_, _: &()| {
+                let _ = &d;
+            }
+        })
+    );
+    check!(
+        "bulk, stopped path",
+        just_stopped::<(), Infallible>().bulk(3, {
+            let d = d();
+            move |_, _: &()| {
+                let _ = &d;
+            }
+        })
+    );
+    check!(
+        "bulk_each, value path",
+        just(vec![1, 2]).bulk_each({
+            let d = d();
+            move |_, x: &mut i32| {
+                let _ = &d;
+                *x += 1
+            }
+        })
+    );
+    check!("stopped_as_error, value path", just(()).with_error::<OnDrop<_>>().stopped_as_error(d()));
+    // The first panic wins: the discarded function's is dropped.
+    let msg = panic_message(|| {
+        sync_wait(just(()).then(|()| panic!("first")).then({
+            let d = d();
+            move |()| drop(d)
+        }))
+    });
+    assert_eq!(msg, "first");
+}
+
+#[test]
+fn a_panic_in_the_drop_of_a_written_answer_becomes_the_completion() {
+    struct Guarded;
+    impl Query for Guarded {
+        type Value = std::sync::Arc<OnDrop<fn()>>;
+    }
+    let answer = std::sync::Arc::new(OnDrop((|| panic!("answer dropped")) as fn()));
+    let msg = panic_message(|| sync_wait(just(1).write_env(prop::<Guarded>(answer))));
+    assert_eq!(msg, "answer dropped");
+}
+
+#[test]
+fn a_panic_in_a_discarded_drop_on_the_pool_reaches_the_caller_and_the_worker_survives() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let sch = pool.scheduler();
+    let source = InplaceStopSource::new();
+    source.request_stop();
+    // The pool sees the stop and completes stopped; `then`'s function is discarded there.
+    let d = panics_on_drop("discarded on a worker");
+    let msg = panic_message(|| sync_wait(stop_when(schedule(&sch).then(move |()| drop(d)), source.token())));
+    assert_eq!(msg, "discarded on a worker");
+    assert_eq!(sync_wait(schedule(&sch).then(|()| 7)), Ok(Some(7)));
+}

@@ -596,3 +596,70 @@ fn a_scope_joined_inside_its_forwarded_stop_request_leaves_no_stop_behind() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Spawned work that is discarded (stopped before its function runs) drops that function
+// before the scope can end: the function may borrow what the scope borrows.
+
+/// Borrows a flag; reads it when dropped, after a pause that lets a premature join win
+/// the race, and records what it saw.
+struct ReadsOnDrop<'a> {
+    joined: &'a AtomicBool,
+    saw_joined: &'a AtomicUsize,
+}
+
+impl Drop for ReadsOnDrop<'_> {
+    fn drop(&mut self) {
+        std::thread::sleep(Duration::from_millis(20));
+        if self.joined.load(Ordering::SeqCst) {
+            self.saw_joined.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn discarded_spawned_work_drops_its_borrows_before_the_scope_ends() {
+    // One worker, held by a first job while the guarded work queues behind it; stop is
+    // requested before the worker is released, so the worker completes the queued work
+    // stopped and `then` discards its function (and the guard) there.
+    let pool = StaticThreadPool::new(1).unwrap();
+    let sch = pool.scheduler();
+    let source = InplaceStopSource::new();
+    let release = AtomicBool::new(false);
+    let queued = AtomicBool::new(false);
+    // Set once the let-scope has completed: a borrow read after that would be a read of
+    // data the caller may already have freed.
+    let joined = AtomicBool::new(false);
+    let saw_joined = AtomicUsize::new(0);
+    let (sch_ref, joined_ref, saw_ref, release_ref, queued_ref) = (&sch, &joined, &saw_joined, &release, &queued);
+    let work = just(()).let_async_scope(move |tk, ()| {
+        spawn(
+            schedule(sch_ref).then(move |()| {
+                while !release_ref.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+            }),
+            tk,
+        );
+        for _ in 0..4 {
+            let guard = ReadsOnDrop { joined: joined_ref, saw_joined: saw_ref };
+            spawn(schedule(sch_ref).then(move |()| drop(guard)), tk);
+        }
+        queued_ref.store(true, Ordering::SeqCst);
+    });
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !queued.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            source.request_stop();
+            release.store(true, Ordering::SeqCst);
+        });
+        let r = sync_wait(stop_when(work, source.token()));
+        joined.store(true, Ordering::SeqCst);
+        assert!(matches!(r, Ok(None) | Ok(Some(()))), "{r:?}");
+    });
+    // Long enough for a guard still pending on the worker to read the flag.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(saw_joined.load(Ordering::SeqCst), 0, "a borrow was used after the scope completed");
+}

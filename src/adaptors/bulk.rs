@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::env::Env;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 
@@ -139,8 +139,13 @@ fn run_in_order<V, E, R: Receiver<V, E>>(
     })
 }
 
-/// Completes a sequential bulk with what [`run_in_order`] reported.
-fn finish<V, E, R: Receiver<V, E>>(rcvr: R, value: V, run: Result<Result<bool, E>, Panic>) {
+/// Completes a sequential bulk with what [`run_in_order`] reported, after dropping its
+/// function (first, and a panic in its `Drop` is reported unless the run panicked).
+fn finish<V, E, F, R: Receiver<V, E>>(rcvr: R, value: V, f: F, run: Result<Result<bool, E>, Panic>) {
+    let run = match (discard(f), run) {
+        (Err(p), Ok(_)) => Err(p),
+        (_, run) => run,
+    };
     match run {
         Ok(Ok(true)) => rcvr.set_value(value),
         Ok(Ok(false)) => rcvr.set_stopped(),
@@ -157,16 +162,26 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F
     fn set_value(self, value: V) {
         let BulkReceiver { shape, f, rcvr } = self;
         let run = run_in_order(&rcvr, shape, |i| f.call(i, &value));
-        finish(rcvr, value, run);
+        finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        self.rcvr.set_error(error)
+        let BulkReceiver { f, rcvr, .. } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_error(error),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_stopped(self) {
-        self.rcvr.set_stopped()
+        let BulkReceiver { f, rcvr, .. } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_stopped(),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_panic(self, panic: Panic) {
-        self.rcvr.set_panic(panic)
+        let BulkReceiver { f, rcvr, .. } = self;
+        let _ = discard(f);
+        rcvr.set_panic(panic)
     }
 }
 
@@ -278,16 +293,26 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
         let BulkEachReceiver { f, rcvr, .. } = self;
         let items = value.as_mut();
         let run = run_in_order(&rcvr, items.len(), |i| f.call(i, &mut items[i]));
-        finish(rcvr, value, run);
+        finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        self.rcvr.set_error(error)
+        let BulkEachReceiver { f, rcvr, .. } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_error(error),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_stopped(self) {
-        self.rcvr.set_stopped()
+        let BulkEachReceiver { f, rcvr, .. } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_stopped(),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_panic(self, panic: Panic) {
-        self.rcvr.set_panic(panic)
+        let BulkEachReceiver { f, rcvr, .. } = self;
+        let _ = discard(f);
+        rcvr.set_panic(panic)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::marker::PhantomData;
 
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 
@@ -160,6 +160,42 @@ macro_rules! forward {
             self.rcvr.set_panic(panic)
         }
     };
+    // The same, for a receiver that carries user data (`field`): it is dropped first,
+    // and a panic in its `Drop` becomes the completion (see `panic::discard`).
+    (value; $field:ident) => {
+        fn set_value(self, value: V) {
+            let Self { rcvr, $field, .. } = self;
+            match discard($field) {
+                Ok(()) => rcvr.set_value(value),
+                Err(p) => rcvr.set_panic(p),
+            }
+        }
+    };
+    (error; $field:ident) => {
+        fn set_error(self, error: E) {
+            let Self { rcvr, $field, .. } = self;
+            match discard($field) {
+                Ok(()) => rcvr.set_error(error),
+                Err(p) => rcvr.set_panic(p),
+            }
+        }
+    };
+    (stopped; $field:ident) => {
+        fn set_stopped(self) {
+            let Self { rcvr, $field, .. } = self;
+            match discard($field) {
+                Ok(()) => rcvr.set_stopped(),
+                Err(p) => rcvr.set_panic(p),
+            }
+        }
+    };
+    (panic; $field:ident) => {
+        fn set_panic(self, panic: Panic) {
+            let Self { rcvr, $field, .. } = self;
+            let _ = discard($field);
+            rcvr.set_panic(panic)
+        }
+    };
 }
 
 impl<V, E, R: Receiver<V, E>> Receiver<V, E> for IntoVariantReceiver<V, E, R> {
@@ -187,12 +223,18 @@ impl<V, E, R: Receiver<Option<V>, E>> Receiver<V, E> for StoppedAsOptionalReceiv
 impl<V, E, R: Receiver<V, E>> Receiver<V, E> for StoppedAsErrorReceiver<V, E, E, R> {
     type Env = R::Env;
     forward!(env);
-    forward!(value);
-    forward!(error);
+    forward!(value; error);
+    fn set_error(self, error: E) {
+        let StoppedAsErrorReceiver { rcvr, error: unused, .. } = self;
+        match discard(unused) {
+            Ok(()) => rcvr.set_error(error),
+            Err(p) => rcvr.set_panic(p),
+        }
+    }
     fn set_stopped(self) {
         self.rcvr.set_error(self.error)
     }
-    forward!(panic);
+    forward!(panic; error);
 }
 
 impl<V, E2, R: Receiver<V, E2>> Receiver<V, Infallible> for WithErrorReceiver<V, Infallible, E2, R> {
@@ -209,7 +251,7 @@ impl<V, E2, R: Receiver<V, E2>> Receiver<V, Infallible> for WithErrorReceiver<V,
 impl<V, E, F: MapErrorFn<E>, R: Receiver<V, F::Output>> Receiver<V, E> for MapErrorReceiver<V, E, F, R> {
     type Env = R::Env;
     forward!(env);
-    forward!(value);
+    forward!(value; f);
     fn set_error(self, error: E) {
         let f = self.f;
         match catch(move || f.call(error)) {
@@ -217,6 +259,6 @@ impl<V, E, F: MapErrorFn<E>, R: Receiver<V, F::Output>> Receiver<V, E> for MapEr
             Err(p) => self.rcvr.set_panic(p),
         }
     }
-    forward!(stopped);
-    forward!(panic);
+    forward!(stopped; f);
+    forward!(panic; f);
 }

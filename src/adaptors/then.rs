@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 
 use crate::domain::{Domain, LateDomain, MaybeDomain};
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 
@@ -113,13 +113,23 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
         }
     }
     fn set_error(self, error: E) {
-        self.rcvr.set_error(error)
+        let ThenReceiver { f, rcvr } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_error(error),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_stopped(self) {
-        self.rcvr.set_stopped()
+        let ThenReceiver { f, rcvr } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_stopped(),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_panic(self, panic: Panic) {
-        self.rcvr.set_panic(panic)
+        let ThenReceiver { f, rcvr } = self;
+        let _ = discard(f);
+        rcvr.set_panic(panic)
     }
 }
 
@@ -164,7 +174,11 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
         self.rcvr.env()
     }
     fn set_value(self, value: V) {
-        self.rcvr.set_value(value)
+        let UponErrorReceiver { f, rcvr } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_value(value),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_error(self, error: E) {
         let f = self.f;
@@ -174,10 +188,16 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
         }
     }
     fn set_stopped(self) {
-        self.rcvr.set_stopped()
+        let UponErrorReceiver { f, rcvr } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_stopped(),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_panic(self, panic: Panic) {
-        self.rcvr.set_panic(panic)
+        let UponErrorReceiver { f, rcvr } = self;
+        let _ = discard(f);
+        rcvr.set_panic(panic)
     }
 }
 
@@ -222,10 +242,18 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
         self.rcvr.env()
     }
     fn set_value(self, value: V) {
-        self.rcvr.set_value(value)
+        let UponStoppedReceiver { f, rcvr } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_value(value),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_error(self, error: E) {
-        self.rcvr.set_error(error)
+        let UponStoppedReceiver { f, rcvr } = self;
+        match discard(f) {
+            Ok(()) => rcvr.set_error(error),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_stopped(self) {
         match catch(self.f) {
@@ -234,7 +262,9 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
         }
     }
     fn set_panic(self, panic: Panic) {
-        self.rcvr.set_panic(panic)
+        let UponStoppedReceiver { f, rcvr } = self;
+        let _ = discard(f);
+        rcvr.set_panic(panic)
     }
 }
 

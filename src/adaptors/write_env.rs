@@ -4,7 +4,7 @@ use std::any::{Any, TypeId};
 use std::marker::PhantomData;
 
 use crate::env::{Env, Query};
-use crate::panic::Panic;
+use crate::panic::{Panic, discard};
 use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 use crate::stop::StopToken;
@@ -80,16 +80,31 @@ impl<V, E, Q: Query, R: Receiver<V, E>> Receiver<V, E> for WriteEnvReceiver<V, E
     fn env(&self) -> &Self {
         self
     }
+    // The written answer is dropped first (see `panic::discard`).
     fn set_value(self, value: V) {
-        self.rcvr.set_value(value)
+        let WriteEnvReceiver { rcvr, value: answer, .. } = self;
+        match discard(answer) {
+            Ok(()) => rcvr.set_value(value),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_error(self, error: E) {
-        self.rcvr.set_error(error)
+        let WriteEnvReceiver { rcvr, value, .. } = self;
+        match discard(value) {
+            Ok(()) => rcvr.set_error(error),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_stopped(self) {
-        self.rcvr.set_stopped()
+        let WriteEnvReceiver { rcvr, value, .. } = self;
+        match discard(value) {
+            Ok(()) => rcvr.set_stopped(),
+            Err(p) => rcvr.set_panic(p),
+        }
     }
     fn set_panic(self, panic: Panic) {
-        self.rcvr.set_panic(panic)
+        let WriteEnvReceiver { rcvr, value, .. } = self;
+        let _ = discard(value);
+        rcvr.set_panic(panic)
     }
 }
