@@ -206,10 +206,7 @@ where
 unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
     let block = h.cast::<Block<V, E, Sch, S, Op>>();
     // SAFETY: the caller's contract.
-    unsafe {
-        std::ptr::drop_in_place(block.as_ptr());
-        crate::block::free(block);
-    }
+    unsafe { crate::block::drop_and_free(block) }
 }
 
 // ---------------------------------------------------------------------------------------

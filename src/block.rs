@@ -133,6 +133,39 @@ pub(crate) unsafe fn free<T>(ptr: NonNull<T>) {
     }
 }
 
+/// Runs `drop_contents` (which drops or moves out what the block holds), then frees the
+/// block, even if `drop_contents` unwinds (a user `Drop` that panics): the memory is not
+/// leaked, and the panic goes on.
+///
+/// # Safety
+///
+/// As for [`free`], once `drop_contents` has returned or unwound: `drop_contents` leaves
+/// nothing in the block that still needs dropping, also when it unwinds (drop glue goes on
+/// dropping the other fields of a value whose field panics in `Drop`).
+pub(crate) unsafe fn free_after<T, R>(ptr: NonNull<T>, drop_contents: impl FnOnce() -> R) -> R {
+    struct FreeOnExit<T>(NonNull<T>);
+    impl<T> Drop for FreeOnExit<T> {
+        fn drop(&mut self) {
+            // SAFETY: the caller's contract: the contents are gone, and this runs once.
+            unsafe { free(self.0) }
+        }
+    }
+    let _free = FreeOnExit(ptr);
+    drop_contents()
+}
+
+/// Drops the value of a block from [`new`] and frees the block, also when the value's
+/// `Drop` panics (see [`free_after`]).
+///
+/// # Safety
+///
+/// `ptr` came from `new::<T>`, holds a live value, and is dropped and freed once.
+pub(crate) unsafe fn drop_and_free<T>(ptr: NonNull<T>) {
+    // SAFETY: the caller's contract; `drop_in_place` drops every field even when one
+    // panics, so nothing is left to drop when the block is freed.
+    unsafe { free_after(ptr, || ptr::drop_in_place(ptr.as_ptr())) }
+}
+
 fn global_alloc<T>(layout: Layout) -> NonNull<T> {
     if layout.size() == 0 {
         return NonNull::dangling();

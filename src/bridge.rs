@@ -103,11 +103,20 @@ unsafe fn free_block<V, E, Op>(shared: NonNull<Shared<V, E>>) {
     // SAFETY: the caller's contract: the block is ours alone; the operation was written
     // iff it was started, and is dropped once; then the rest, then the memory.
     unsafe {
-        if (*block.as_ptr()).started {
-            (*block.as_ptr()).op.assume_init_drop();
-        }
-        std::ptr::drop_in_place(&raw mut (*block.as_ptr()).shared);
-        crate::block::free(block);
+        crate::block::free_after(block, || {
+            /// Drops the shared part last, also when the operation's drop panics.
+            struct DropShared<V, E>(*mut Shared<V, E>);
+            impl<V, E> Drop for DropShared<V, E> {
+                fn drop(&mut self) {
+                    // SAFETY: a live field of the block, dropped once, here.
+                    unsafe { std::ptr::drop_in_place(self.0) }
+                }
+            }
+            let _shared = DropShared(&raw mut (*block.as_ptr()).shared);
+            if (*block.as_ptr()).started {
+                (*block.as_ptr()).op.assume_init_drop();
+            }
+        })
     }
 }
 

@@ -125,15 +125,22 @@ impl<A: Association, X: Into<A::Error>> Receiver<(), X> for SpawnReceiver<A> {
 ///
 /// `block` is a `Box<SpawnBox<Op, A>>` whose operation was written and has completed
 /// (or was never started); called once.
-unsafe fn free_block<Op, A>(block: *mut ()) -> A {
+///
+/// A panic in the operation's drop (a user `Drop` in the spawned work) is reported to the
+/// scope like any panic of spawned work; the association still ends, the block is freed.
+unsafe fn free_block<Op, A: Association>(block: *mut ()) -> A {
     let block = block.cast::<SpawnBox<Op, A>>();
     // SAFETY: the caller's contract. The operation was initialized by `spawn` and is
-    // dropped exactly once; the association is moved out once; the block itself has no
-    // drop glue left and is freed once.
+    // dropped exactly once (drop glue finishes dropping it when a part panics); the
+    // association is moved out once; the block itself has no drop glue left and is
+    // freed once.
     unsafe {
-        (*block).op.assume_init_drop();
+        let dropped = crate::panic::catch(|| (*block).op.assume_init_drop());
         let assoc = ManuallyDrop::take(&mut (*block).assoc);
         crate::block::free(NonNull::new_unchecked(block));
+        if let Err(panic) = dropped {
+            assoc.report_panic(panic);
+        }
         assoc
     }
 }
@@ -152,7 +159,7 @@ unsafe fn start_block<Op: OperationState, A>(block: *const ()) {
 /// # Safety
 ///
 /// As for `start_block`, for an operation that will never be started.
-unsafe fn discard_block<Op, A>(block: *mut ()) {
+unsafe fn discard_block<Op, A: Association>(block: *mut ()) {
     // SAFETY: forwarded.
     drop(unsafe { free_block::<Op, A>(block) });
 }

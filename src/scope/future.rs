@@ -18,7 +18,7 @@
 use std::marker::PhantomPinned;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 
 use crate::domain::{Domain, EarlyDomain, NoDomain};
 use crate::env::Env;
@@ -209,10 +209,7 @@ unsafe fn free_block<V, E, A, Op>(header: *const Header<V, E>) {
     let block = header.cast_mut().cast::<Block<V, E, A, Op>>();
     // SAFETY: the caller's contract; the remaining fields drop normally, then the block
     // (from `block::new`) is freed once.
-    unsafe {
-        ptr::drop_in_place(block);
-        crate::block::free(NonNull::new_unchecked(block));
-    }
+    unsafe { crate::block::drop_and_free(NonNull::new_unchecked(block)) }
 }
 
 /// # Safety

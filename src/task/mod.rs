@@ -108,10 +108,7 @@ unsafe fn poll_frame<T, E, F: Future<Output = Result<T, E>>>(
 unsafe fn drop_frame<T, E, F>(h: NonNull<Header<T, E>>) {
     let frame = h.cast::<Frame<T, E, F>>();
     // SAFETY: the caller's contract.
-    unsafe {
-        ptr::drop_in_place(frame.as_ptr());
-        crate::block::free(frame);
-    }
+    unsafe { crate::block::drop_and_free(frame) }
 }
 
 /// A lazy sender written as an `async` block (P3552's `task`/`lazy`).

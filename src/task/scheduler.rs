@@ -88,10 +88,7 @@ impl Receiver<(), Infallible> for ErasedScheduleReceiver {
 unsafe fn free_op<Op>(block: NonNull<()>) {
     let block = block.cast::<MaybeUninit<Op>>();
     // SAFETY: the caller's contract.
-    unsafe {
-        (*block.as_ptr()).assume_init_drop();
-        crate::block::free(block);
-    }
+    unsafe { crate::block::free_after(block, || (*block.as_ptr()).assume_init_drop()) }
 }
 
 /// Runs `then` on `sch` through one heap block holding the real `schedule()` operation.
