@@ -874,3 +874,37 @@ fn a_future_stopped_by_its_receiver_keeps_its_block_until_the_stop_request_retur
     scope.close();
     sync_wait(scope.join()).unwrap();
 }
+
+/// Panics when dropped.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("spawned operation dropped");
+    }
+}
+
+#[test]
+fn a_panic_in_the_drop_of_a_spawned_operation_is_reported_at_the_join() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    for on_pool in [false, true] {
+        let scope = CountingScope::new();
+        // `let_value` keeps its function in the operation when the predecessor completes
+        // stopped; the spawned operation's drop then drops it, and it panics.
+        let guard = PanicsOnDrop;
+        let work = just_stopped::<(), Infallible>().let_value(move |()| {
+            drop(guard);
+            just(())
+        });
+        if on_pool {
+            assert!(spawn(starts_on(pool.scheduler(), work), scope.token()));
+        } else {
+            assert!(spawn(work, scope.token()));
+        }
+        let msg = panic_message(|| sync_wait(scope.join()));
+        assert_eq!(msg, "spawned operation dropped", "on the pool: {on_pool}");
+        // Every association ended: the scope joins again at once, and the worker lives.
+        sync_wait(scope.join()).unwrap();
+    }
+    assert_eq!(sync_wait(schedule(&pool.scheduler()).then(|()| 1)), Ok(Some(1)));
+}
