@@ -3,7 +3,8 @@
 //! borrows the tree: nothing is leaked or `'static`), and, for comparison, with
 //! `rayon::scope`, with `rayon::join` and sequentially.
 //!
-//! Run it with `cargo run --release --example tree`. Every node hashes its value and adds
+//! Run it with `cargo run --release --example tree`; an argument sets the depth (at most
+//! 20), e.g. `cargo run --release --example tree -- 10` for a small tree. Every node hashes its value and adds
 //! the hash, tagged with a count, into a per-thread accumulator; after each run the
 //! total must equal the expected one, so every node was visited exactly once (the
 //! example panics otherwise). The table gives the best wall time of [`RUNS`] runs of each
@@ -16,7 +17,7 @@ use senders::{
     LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
 };
 
-/// Depth of the tree: `2^DEPTH - 1` nodes.
+/// Depth of the tree by default: `2^DEPTH - 1` nodes.
 const DEPTH: u32 = 20;
 /// Runs of each way; the best is reported.
 const RUNS: usize = 5;
@@ -161,10 +162,12 @@ fn best_of(name: &str, want: u64, mut f: impl FnMut()) -> Duration {
 
 fn main() {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let nodes = (1u64 << DEPTH) - 1;
+    let depth: u32 = std::env::args().nth(1).map_or(DEPTH, |a| a.parse().expect("the depth, a number"));
+    assert!((1..=DEPTH).contains(&depth), "the depth is between 1 and {DEPTH}");
+    let nodes = (1u64 << depth) - 1;
 
     let mut next = 1;
-    let tree = build(DEPTH, &mut next).expect("depth > 0"); // owned by `main`
+    let tree = build(depth, &mut next).expect("depth > 0"); // owned by `main`
     let root: &Tree = &tree;
     assert_eq!(next - 1, nodes);
     let want = (1..=nodes).map(contribution).fold(0, u64::wrapping_add);
