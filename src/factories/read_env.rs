@@ -27,6 +27,9 @@ pub struct ReadEnv<Q, T> {
 /// cannot be read this way: it borrows the operation, so it is not a value that can
 /// travel on to a continuation.
 ///
+/// A panic in the query (a user [`EnvQuery`] or `Env` implementation) is caught and
+/// delivered with `set_panic`.
+///
 /// ```
 /// use senders::{read_env, sync_wait, GetScheduler, RunLoopScheduler, SenderExt};
 /// let on_loop = sync_wait(read_env(GetScheduler).then(|s: RunLoopScheduler| s.is_current()));
@@ -74,8 +77,10 @@ where
         // SAFETY: `inner` is not structurally pinned: it is moved out, never pinned.
         let this = unsafe { self.get_unchecked_mut() };
         if let Some((query, rcvr)) = this.inner.take() {
-            let answer = query.ask(rcvr.env());
-            rcvr.set_value(answer);
+            match crate::panic::catch(|| query.ask(rcvr.env())) {
+                Ok(answer) => rcvr.set_value(answer),
+                Err(panic) => rcvr.set_panic(panic),
+            }
         }
     }
 }
