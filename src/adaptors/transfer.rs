@@ -492,8 +492,15 @@ where
             return;
         }
         let rcvr = StartsOnHopReceiver { state: &this.state };
-        let hop = this.hop.insert(this.state.shared.sch.schedule().connect(rcvr));
-        // SAFETY: pinned in place, started once.
-        unsafe { Pin::new_unchecked(hop).start() };
+        // A panic in the user scheduler's `schedule` or in its sender's `connect` is
+        // the completion: the child never runs.
+        match catch(|| this.state.shared.sch.schedule().connect(rcvr)) {
+            Ok(op) => {
+                let hop = this.hop.insert(op);
+                // SAFETY: pinned in place, started once.
+                unsafe { Pin::new_unchecked(hop).start() };
+            }
+            Err(p) => this.state.shared.take_rcvr().set_panic(p),
+        }
     }
 }
