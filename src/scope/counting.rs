@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
-use crate::panic::Panic;
+use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{NoScheduler, Scheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
@@ -335,6 +335,14 @@ impl<R: Receiver<(), Infallible>> JoinShared<R> {
             None => rcvr.set_value(()),
         }
     }
+
+    /// Completes the receiver with a panic of the hop back to its scheduler. A panic of
+    /// spawned work stays stored for the next join.
+    fn fail(&self, panic: Panic) {
+        // SAFETY: as in `complete`.
+        let rcvr = unsafe { (*self.rcvr.get()).take() }.expect("join completes once");
+        rcvr.set_panic(panic)
+    }
 }
 
 /// The operation state of a join.
@@ -375,15 +383,19 @@ where
     unsafe fn notify(data: *const ()) {
         // SAFETY: the caller's contract.
         let this = unsafe { &*data.cast::<Self>() };
-        // SAFETY: the receiver is present until `complete`, which has not run.
-        let sched = unsafe { (*this.shared.rcvr.get()).as_ref() }.expect("join receiver").env().scheduler();
         let hop = JoinHop { shared: &this.shared };
-        // SAFETY: nothing else touches the slot; the op is pinned and alive until the hop
-        // completes it, and the hop's operation is started once, in place.
-        unsafe {
-            let slot = &mut *this.hop.get();
-            let op = slot.insert(sched.schedule().connect(hop));
-            Pin::new_unchecked(op).start();
+        // The receiver's env, the scheduler's `schedule` and its sender's `connect` are
+        // user code: a panic there completes the join with that panic.
+        let connected = catch(|| {
+            // SAFETY: the receiver is present until `complete`, which has not run.
+            let rcvr = unsafe { (*this.shared.rcvr.get()).as_ref() }.expect("join receiver");
+            rcvr.env().scheduler().schedule().connect(hop)
+        });
+        match connected {
+            // SAFETY: nothing else touches the slot; the op is pinned and alive until the
+            // hop completes it, and the hop's operation is started once, in place.
+            Ok(op) => unsafe { Pin::new_unchecked((*this.hop.get()).insert(op)).start() },
+            Err(panic) => this.shared.fail(panic),
         }
     }
 }
@@ -437,8 +449,6 @@ impl<R: Receiver<(), Infallible>> Receiver<(), Infallible> for JoinHop<R> {
         self.shared().complete(true)
     }
     fn set_panic(self, panic: Panic) {
-        // SAFETY: as in `complete`.
-        let rcvr = unsafe { (*self.shared().rcvr.get()).take() }.expect("join completes once");
-        rcvr.set_panic(panic)
+        self.shared().fail(panic)
     }
 }
