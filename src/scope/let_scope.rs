@@ -650,12 +650,19 @@ where
         // SAFETY: the caller's contract.
         let state = unsafe { &*data.cast::<LetScopeState<S, F, Sch, S2, R>>() };
         let tail: *const LetTail<_, _, _, _> = &state.tail;
-        match state.tail.shared().sched.hop(LetHop { tail }) {
+        // The outer scheduler's `schedule` and its sender's `connect` are user code: a
+        // panic there joins the scope's panics and the completion happens here.
+        match catch(|| state.tail.shared().sched.hop(LetHop { tail })) {
             // SAFETY: the slot is written once, here; the hop's operation is pinned in
             // the state, which lives until the hop completes the final receiver.
-            Some(op) => unsafe { Pin::new_unchecked((*state.hop.get()).insert(op)).start() },
+            Ok(Some(op)) => unsafe { Pin::new_unchecked((*state.hop.get()).insert(op)).start() },
             // SAFETY: the scope is joined and released; this is the one completion.
-            None => unsafe { state.tail.finish() },
+            Ok(None) => unsafe { state.tail.finish() },
+            Err(panic) => {
+                state.tail.shared().core.record_panic(panic);
+                // SAFETY: as above.
+                unsafe { state.tail.finish() }
+            }
         }
     }
 }
