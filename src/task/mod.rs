@@ -963,9 +963,12 @@ where
         let op = unsafe { Self::op(ctx) };
         // SAFETY: `moved_to` is the runner's, and the caller holds `RUNNING`.
         if let Some(moved) = unsafe { (*op.ctx.moved_to.get()).as_ref() } {
-            if moved.is_current() {
+            match catch(|| moved.is_current()) {
                 // SAFETY: forwarded.
-                return unsafe { Self::run(ctx) };
+                Ok(true) => return unsafe { Self::run(ctx) },
+                Ok(false) => {}
+                // SAFETY: forwarded; the panic completes the task.
+                Err(p) => return unsafe { Self::run_after_panic(ctx, p) },
             }
             let ctx = SendPtr(ctx);
             return moved.schedule_then(Box::new(move |how| {
@@ -982,9 +985,12 @@ where
         }
         let home = op.ctx.home.get().expect("task: started");
         // SAFETY: the home's root outlives this task (see `HomeInfo`).
-        if unsafe { (home.here)(home.data) } {
+        match catch(|| unsafe { (home.here)(home.data) }) {
             // SAFETY: forwarded.
-            return unsafe { Self::run(ctx) };
+            Ok(true) => return unsafe { Self::run(ctx) },
+            Ok(false) => {}
+            // SAFETY: forwarded; the panic completes the task.
+            Err(p) => return unsafe { Self::run_after_panic(ctx, p) },
         }
         if home.data != ptr::from_ref(op).cast() {
             // An inherited home: the root schedules this task's resumption.
@@ -993,12 +999,28 @@ where
         }
         // SAFETY: the scheduler was read at start and is not written again.
         let sched = unsafe { (*op.sched.get()).as_ref() }.expect("task: own home");
-        match sched.hop(TaskHop { ctx }) {
+        match catch(|| sched.hop(TaskHop { ctx })) {
             // SAFETY: the slot is the runner's; the previous hop has completed (it ran
             // the poll that led here). The operation is pinned in place and started once.
-            Some(hop) => unsafe { Pin::new_unchecked((*op.hop.get()).insert(hop)).start() },
+            Ok(Some(hop)) => unsafe { Pin::new_unchecked((*op.hop.get()).insert(hop)).start() },
             // SAFETY: forwarded.
-            None => unsafe { Self::run(ctx) },
+            Ok(None) => unsafe { Self::run(ctx) },
+            // SAFETY: forwarded; the panic completes the task.
+            Err(p) => unsafe { Self::run_after_panic(ctx, p) },
+        }
+    }
+
+    /// The scheduler panicked while the task was being resumed (in `is_current`,
+    /// `schedule` or its sender's `connect`): the task completes with that panic here.
+    ///
+    /// # Safety
+    ///
+    /// As for `resume`.
+    unsafe fn run_after_panic(ctx: *const TaskCtx, panic: Panic) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            (*ctx).record_panic(panic);
+            Self::run(ctx)
         }
     }
 

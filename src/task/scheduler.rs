@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::domain::NoDomain;
 use crate::env::EmptyEnv;
-use crate::panic::Panic;
+use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::schedulers::inline::InlineScheduler;
@@ -39,12 +39,18 @@ trait DynScheduler: Send + Sync + 'static {
     fn schedule_then(&self, then: Then);
 }
 
+/// The heap block of an erased `schedule()`: the callback, and the real operation.
+struct ScheduleBlock<Op> {
+    then: Option<Then>,
+    op: MaybeUninit<Op>,
+}
+
 /// The receiver an erased `schedule()` connects the real scheduler's sender to: it
-/// frees the block that holds the operation, then runs the callback.
+/// takes the callback out of the block that holds the operation, frees the block, then
+/// runs the callback.
 pub struct ErasedScheduleReceiver {
-    then: Then,
     block: NonNull<()>,
-    free: unsafe fn(NonNull<()>),
+    finish: unsafe fn(NonNull<()>) -> (Then, Result<(), Panic>),
 }
 
 // SAFETY: the callback is `Send`; the block is only freed, once, by the completion.
@@ -54,11 +60,15 @@ unsafe impl Sync for ErasedScheduleReceiver {}
 
 impl ErasedScheduleReceiver {
     fn finish(self, how: Scheduled) {
-        let ErasedScheduleReceiver { then, block, free } = self;
         // SAFETY: the operation in the block called this receiver, and does not touch
-        // itself afterwards; the block is freed once, here.
-        unsafe { free(block) };
-        then(how);
+        // itself afterwards; the block is finished once, here.
+        let (then, dropped) = unsafe { (self.finish)(self.block) };
+        // A panic in the operation's drop is not lost: it becomes the outcome (the
+        // scheduler's own panic, if any, comes first).
+        match (how, dropped) {
+            (Scheduled::Panic(p), _) | (_, Err(p)) => then(Scheduled::Panic(p)),
+            (how, Ok(())) => then(how),
+        }
     }
 }
 
@@ -81,14 +91,21 @@ impl Receiver<(), Infallible> for ErasedScheduleReceiver {
     }
 }
 
+/// Takes the callback out of the block, drops the operation and frees the block.
+///
 /// # Safety
 ///
-/// `block` is a `MaybeUninit<Op>` block from `crate::block::new` whose operation was
+/// `block` is a `ScheduleBlock<Op>` from `crate::block::new` whose operation was
 /// written and has completed; called once.
-unsafe fn free_op<Op>(block: NonNull<()>) {
-    let block = block.cast::<MaybeUninit<Op>>();
-    // SAFETY: the caller's contract.
-    unsafe { crate::block::free_after(block, || (*block.as_ptr()).assume_init_drop()) }
+unsafe fn finish_op<Op>(block: NonNull<()>) -> (Then, Result<(), Panic>) {
+    let block = block.cast::<ScheduleBlock<Op>>();
+    // SAFETY: the caller's contract; the callback is moved out first, so nothing is left
+    // to drop when the block is freed, even if the operation's drop panics.
+    unsafe {
+        let then = (*block.as_ptr()).then.take().expect("erased schedule: completes once");
+        let dropped = catch(|| crate::block::free_after(block, || (*block.as_ptr()).op.assume_init_drop()));
+        (then, dropped)
+    }
 }
 
 /// Runs `then` on `sch` through one heap block holding the real `schedule()` operation.
@@ -114,13 +131,20 @@ where
     }
     fn schedule_then(&self, then: Then) {
         type Op<S> = <<S as Scheduler>::Sender as SenderTo<ErasedScheduleReceiver>>::Operation;
-        let block = crate::block::new(MaybeUninit::<Op<S>>::uninit());
-        let rcvr = ErasedScheduleReceiver { then, block: block.cast(), free: free_op::<Op<S>> };
-        // SAFETY: the block is fresh and never moves; the operation is written once and
-        // started once in place; its completion frees the block.
-        unsafe {
-            let op = (*block.as_ptr()).write(self.schedule().connect(rcvr));
-            Pin::new_unchecked(op).start();
+        let block = crate::block::new(ScheduleBlock::<Op<S>> { then: Some(then), op: MaybeUninit::uninit() });
+        let rcvr = ErasedScheduleReceiver { block: block.cast(), finish: finish_op::<Op<S>> };
+        // The user scheduler's `schedule` and its sender's `connect` may panic: the
+        // callback still runs, with the panic.
+        match catch(|| self.schedule().connect(rcvr)) {
+            // SAFETY: the block is fresh and never moves; the operation is written once
+            // and started once in place; its completion frees the block.
+            Ok(op) => unsafe { Pin::new_unchecked((*block.as_ptr()).op.write(op)).start() },
+            Err(panic) => {
+                // SAFETY: no operation was written: the block holds only the callback,
+                // which is moved out; the block is freed once, here.
+                let then = unsafe { crate::block::free_after(block, || (*block.as_ptr()).then.take()) };
+                then.expect("erased schedule: the callback is in the block")(Scheduled::Panic(panic));
+            }
         }
     }
 }
