@@ -292,12 +292,26 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
     unsafe fn start_with(this: *const Self, value: V) {
         // SAFETY: no chunk runs yet, so the slots are ours; the value stays in place
         // (pinned operation) until the completion takes it.
-        let shape = unsafe {
+        let prepared = unsafe {
             let s = &*this;
-            let slot = (*s.value.get()).insert(value);
-            let (ready, shape) = s.kernel.ready(slot);
-            *s.ready.get() = Some((ready, shape));
-            shape
+            let slot: *mut V = (*s.value.get()).insert(value);
+            // The kernel calls user code (`bulk_each`'s `AsMut`): a panic fails the bulk.
+            catch(|| s.kernel.ready(slot))
+        };
+        let shape = match prepared {
+            Ok((ready, shape)) => {
+                // SAFETY: no chunk runs yet, so the slot is ours.
+                unsafe { *(*this).ready.get() = Some((ready, shape)) };
+                shape
+            }
+            Err(p) => {
+                // SAFETY: no chunk ever runs: this holds the root count, released once.
+                unsafe {
+                    (*this).fail(Some(Failure::Panic(p)));
+                    Self::arrive(this);
+                }
+                return;
+            }
         };
         WorkerThread::with_current(|worker| match worker {
             Some(worker) if shape > MIN_CHUNK => {
