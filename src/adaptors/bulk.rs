@@ -291,8 +291,11 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
     }
     fn set_value(self, mut value: V) {
         let BulkEachReceiver { f, rcvr, .. } = self;
-        let items = value.as_mut();
-        let run = run_in_order(&rcvr, items.len(), |i| f.call(i, &mut items[i]));
+        // `AsMut` is user code too: a panic in it is the completion.
+        let run = match catch(|| value.as_mut()) {
+            Ok(items) => run_in_order(&rcvr, items.len(), |i| f.call(i, &mut items[i])),
+            Err(p) => Err(p),
+        };
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
