@@ -68,6 +68,10 @@ pub trait SenderExt: Sender {
     /// completes with the value. An iteration returns `()` or `Result<(), Error>`.
     /// Customizable by domains; the default runs the iterations in order.
     ///
+    /// A `shape` of zero runs no iteration and passes the value through. Nothing checks
+    /// `shape` against the value: an iteration that indexes past its data panics, and
+    /// that panic is the completion (`set_panic`), as for any panicking iteration.
+    ///
     /// ```
     /// use senders::{just, sync_wait, SenderExt};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -88,6 +92,10 @@ pub trait SenderExt: Sender {
     /// slice (`V: AsMut<[T]>`), then completes with the value. Each element is visited
     /// exactly once, so iterations may run in parallel with exclusive access to their
     /// element. Customizable by domains; the default visits the elements in order.
+    ///
+    /// There is no separate shape: it is the slice's length, so it cannot exceed the
+    /// data. The value's `AsMut` is user code too: a panic in it is delivered with
+    /// `set_panic`, and no element is visited.
     ///
     /// ```
     /// use senders::{just, sync_wait, SenderExt};

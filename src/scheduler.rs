@@ -8,6 +8,18 @@ use std::convert::Infallible;
 /// with `()` on that resource.
 ///
 /// Schedulers are cheap to clone, comparable, and shareable between threads.
+///
+/// # Panics
+///
+/// A panic in a user scheduler's [`schedule`](Self::schedule), in `connect` of its
+/// sender, or in [`is_current`](Self::is_current) is caught where the crate calls them
+/// while an operation runs (`starts_on`, `continues_on`, a counting scope's join, the end
+/// of a `let_async_scope`, a [`Task`](crate::Task) resuming or changing scheduler) and
+/// becomes the operation's completion (`set_panic`). Two cases are not caught
+/// (`docs/DESIGN.md` §2.6): a `connect` made directly by the caller (at the root, the
+/// panic unwinds out of `sync_wait` before anything starts), and a `connect` that
+/// another operation makes inside its `start` (`when_all`'s children, the first stage of
+/// `schedule_from` and `let_*`), where an unwind aborts the process with a message.
 pub trait Scheduler: Clone + PartialEq + Send + Sync + 'static {
     /// The scheduler's domain (`get_domain(sch)`), [`NoDomain`] for the default one.
     type Domain: MaybeDomain;

@@ -21,6 +21,7 @@
 //! | awaiting a task twice | does not compile (`.await` moves the task) | `tests/ui/task_awaited_twice.rs` |
 //! | a user scheduler panicking in `schedule()` / its sender's `connect` / `is_current` | `set_panic` through `starts_on`, a counting scope's join hop, `let_async_scope`'s final hop, a `Task`'s resumption and `change_scheduler` (each was an abort or a hang) | `a_panicking_scheduler_*` |
 //! | ... in a first-stage `connect` inside `sync_wait`'s own `connect` | the panic unwinds out of `sync_wait` before anything starts | `a_panicking_connect_at_the_root_unwinds_to_the_caller` |
+//! | ... in `connect` made inside another operation's `start` (`when_all`'s children) | documented abort with a message (cannot be caught: no receiver to complete yet) | `a_panicking_connect_inside_another_start_aborts_with_a_message` (in a subprocess) |
 //! | a panicking env query (`read_env` of a user query) | delivered with `set_panic` (was: abort under `sync_wait`) | `a_panicking_env_query_is_delivered` |
 //! | a receiver that panics in its completion | the process aborts with a message (a completion must not unwind, DESIGN §2.4/§2.6) | `a_panicking_receiver_aborts_with_a_message` (in a subprocess) |
 
@@ -655,6 +656,18 @@ impl Receiver<(), Infallible> for PanickingReceiver {
     fn set_panic(self, _panic: Panic) {}
 }
 
+/// Runs this test binary again with only `test` selected and [`CHILD_VAR`] set, and
+/// returns the child's exit signal and stderr.
+fn run_child(test: &str) -> (Option<i32>, String) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_VAR, "1")
+        .output()
+        .unwrap();
+    (out.status.signal(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
 fn a_panicking_receiver_aborts_with_a_message() {
     if std::env::var_os(CHILD_VAR).is_some() {
@@ -667,14 +680,24 @@ fn a_panicking_receiver_aborts_with_a_message() {
         std::mem::forget(op);
         return;
     }
-    use std::os::unix::process::ExitStatusExt;
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["a_panicking_receiver_aborts_with_a_message", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_VAR, "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.signal(), Some(6), "SIGABRT; status {:?}, stderr:\n{stderr}", out.status);
+    let (signal, stderr) = run_child("a_panicking_receiver_aborts_with_a_message");
+    assert_eq!(signal, Some(SIGABRT), "SIGABRT expected; stderr:\n{stderr}");
     assert!(stderr.contains("the receiver panicked"), "the panic is reported:\n{stderr}");
     assert!(stderr.contains("senders: a pool job unwound; aborting"), "the abort is explained:\n{stderr}");
 }
+
+#[test]
+fn a_panicking_connect_inside_another_start_aborts_with_a_message() {
+    if std::env::var_os(CHILD_VAR).is_some() {
+        let sch = FaultyScheduler::new(Fault::Connect, 0);
+        let _ = sync_wait(when_all((schedule(&sch), just(1))));
+        return;
+    }
+    let (signal, stderr) = run_child("a_panicking_connect_inside_another_start_aborts_with_a_message");
+    assert_eq!(signal, Some(SIGABRT), "SIGABRT expected; stderr:\n{stderr}");
+    assert!(stderr.contains("faulty connect"), "the panic is reported:\n{stderr}");
+    assert!(stderr.contains("senders: an operation's start unwound inside sync_wait"), "explained:\n{stderr}");
+}
+
+/// `SIGABRT` on Linux (and every platform this crate is tested on).
+const SIGABRT: i32 = 6;

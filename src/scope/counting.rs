@@ -91,6 +91,23 @@ macro_rules! scope_common {
             /// Starting it moves the scope to a joining state; it completes inline if the
             /// count is already zero, otherwise on the scheduler of its receiver's
             /// environment. It resumes the first panic of spawned work, if any.
+            ///
+            /// Joining again, in sequence or at the same time, is allowed: every join
+            /// completes once the count is zero, and the first panic of spawned work goes
+            /// to exactly one of them.
+            ///
+            /// # Panics
+            ///
+            /// A panic in the hop back to the receiver's scheduler (its environment,
+            /// `schedule()`, or `connect` of the scheduler's sender) completes the join
+            /// with that panic (`set_panic`); the scope is joined all the same.
+            ///
+            /// # Deadlocks
+            ///
+            /// Work associated with the scope counts in the join it waits for. A join
+            /// started from inside that work completes only after the work has ended, so
+            /// the work must not block on it (`sync_wait(scope.join())` there never
+            /// returns); started without blocking, it completes once the work ends.
             pub fn join(&self) -> JoinSender<'_> {
                 JoinSender { core: self.owner.core, _scope: PhantomData }
             }
