@@ -536,9 +536,12 @@ where
         // and the previous hop has completed (its poll ran before `IDLE`).
         unsafe {
             let rcvr = (*(*this).rcvr.get()).as_ref().expect("from_future: receiver");
-            match rcvr.env().scheduler().hop(PollHop { op, run: Self::hopped }) {
-                Some(hop) => Pin::new_unchecked((*(*this).hop.get()).insert(hop)).start(),
-                None => Self::run(this),
+            // The env and the scheduler's `schedule`/`connect` are user code: a panic
+            // there is handled as a panicking hop.
+            match catch(|| rcvr.env().scheduler().hop(PollHop { op, run: Self::hopped })) {
+                Ok(Some(hop)) => Pin::new_unchecked((*(*this).hop.get()).insert(hop)).start(),
+                Ok(None) => Self::run(this),
+                Err(p) => Self::hopped(op, Hop::Panicked(p)),
             }
         }
     }

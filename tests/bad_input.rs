@@ -19,7 +19,7 @@
 //! | dropping a pool from one of its workers | the worker joins the others and runs what is queued itself: every job runs once | `dropping_a_pool_from_its_own_worker_runs_all_queued_work` |
 //! | dropping a pool with queued and running work | the drop waits for running work, queued work runs exactly once, later submissions complete stopped | `dropping_a_pool_with_queued_and_running_work_loses_nothing` |
 //! | awaiting a task twice | does not compile (`.await` moves the task) | `tests/ui/task_awaited_twice.rs` |
-//! | a user scheduler panicking in `schedule()` / its sender's `connect` / `is_current` | `set_panic` through `starts_on`, a counting scope's join hop, `let_async_scope`'s final hop, a `Task`'s resumption and `change_scheduler` (each was an abort or a hang) | `a_panicking_scheduler_*` |
+//! | a user scheduler panicking in `schedule()` / its sender's `connect` / `is_current` | `set_panic` through `starts_on`, a counting scope's join hop, `let_async_scope`'s final hop, a `Task`'s resumption and `change_scheduler`, `from_future`'s poll hop (each was an abort) | `a_panicking_scheduler_*` |
 //! | ... in a first-stage `connect` inside `sync_wait`'s own `connect` | the panic unwinds out of `sync_wait` before anything starts | `a_panicking_connect_at_the_root_unwinds_to_the_caller` |
 //! | ... in `connect` made inside another operation's `start` (`when_all`'s children) | documented abort with a message (cannot be caught: no receiver to complete yet) | `a_panicking_connect_inside_another_start_aborts_with_a_message` (in a subprocess) |
 //! | a panicking env query (`read_env` of a user query) | delivered with `set_panic` (was: abort under `sync_wait`) | `a_panicking_env_query_is_delivered` |
@@ -701,3 +701,20 @@ fn a_panicking_connect_inside_another_start_aborts_with_a_message() {
 
 /// `SIGABRT` on Linux (and every platform this crate is tested on).
 const SIGABRT: i32 = 6;
+
+#[test]
+fn a_panicking_scheduler_when_a_future_is_polled_is_delivered() {
+    for (fault, expected) in [(Fault::Schedule, "faulty schedule"), (Fault::Connect, "faulty connect")] {
+        let polled = Arc::new(AtomicBool::new(false));
+        let p = polled.clone();
+        let fut = from_future(async move {
+            p.store(true, Ordering::SeqCst);
+            1
+        });
+        // `starts_on`'s own schedule succeeds; the hop that would poll the future panics.
+        let sch = FaultyScheduler::new(fault, 1);
+        assert_eq!(panic_message(|| sync_wait(starts_on(sch.clone(), fut))), expected);
+        assert_eq!(sch.schedules(), 2, "the poll's hop was attempted");
+        assert!(!polled.load(Ordering::SeqCst), "the future was not polled");
+    }
+}
