@@ -109,7 +109,8 @@ impl<S, F, Sch, S2> std::fmt::Debug for LetAsyncScope<'_, S, F, Sch, S2> {
 ///   spawned work or from the returned sender, becomes the completion (the returned
 ///   value is discarded), and it requests stop on all other nested work.
 /// - A panic in `f` or in spawned work requests stop, waits for the join, then
-///   completes with that panic.
+///   completes with that panic. So does a panic of the outer scheduler in the final
+///   hop back to it (`schedule` or its sender's `connect`).
 /// - A stop request from the receiver's environment reaches all nested work; nested work
 ///   may still spawn (for cleanup) after it.
 /// - Spawned work sees the receiver's environment: its scheduler (so `read_env(GetScheduler)`
