@@ -45,12 +45,16 @@ struct ScheduleBlock<Op> {
     op: MaybeUninit<Op>,
 }
 
+/// Takes the callback out of a finished erased schedule's block, drops the operation
+/// (reporting a panic in its drop) and frees the block.
+type FinishFn = unsafe fn(NonNull<()>) -> (Then, Result<(), Panic>);
+
 /// The receiver an erased `schedule()` connects the real scheduler's sender to: it
 /// takes the callback out of the block that holds the operation, frees the block, then
 /// runs the callback.
 pub struct ErasedScheduleReceiver {
     block: NonNull<()>,
-    finish: unsafe fn(NonNull<()>) -> (Then, Result<(), Panic>),
+    finish: FinishFn,
 }
 
 // SAFETY: the callback is `Send`; the block is only freed, once, by the completion.
