@@ -578,10 +578,11 @@ fn a_panicking_scheduler_when_a_task_resumes_is_delivered() {
         let pool_sch = pool.scheduler();
         let after_await = Arc::new(AtomicBool::new(false));
         let a = after_await.clone();
-        // The task's home is the faulty scheduler (from `starts_on`); the awaited
-        // schedule completes on the pool, so the task resumes through the scheduler.
+        // The task's home is the faulty scheduler (from `starts_on`); the awaited sender
+        // completes on the pool after the first poll has returned (the sleep), so the
+        // task resumes through the scheduler.
         let task = Task::<i32, Infallible>::new(async move {
-            schedule(&pool_sch).await?;
+            schedule(&pool_sch).then(|()| std::thread::sleep(Duration::from_millis(30))).await?;
             a.store(true, Ordering::SeqCst);
             Ok(1)
         });
