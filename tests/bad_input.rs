@@ -578,11 +578,15 @@ fn a_panicking_scheduler_when_a_task_resumes_is_delivered() {
         let pool_sch = pool.scheduler();
         let after_await = Arc::new(AtomicBool::new(false));
         let a = after_await.clone();
-        // The task's home is the faulty scheduler (from `starts_on`); the awaited sender
-        // completes on the pool after the first poll has returned (the sleep), so the
-        // task resumes through the scheduler.
+        // The task's home is the faulty scheduler (from `starts_on`); an awaited sender
+        // that completes on the pool once the poll has returned (the sleep) makes the
+        // task resume through the scheduler. A completion that beats the poll's return
+        // is taken inline without a resumption, so several awaits make the suspension
+        // certain in practice, even on a loaded machine.
         let task = Task::<i32, Infallible>::new(async move {
-            schedule(&pool_sch).then(|()| std::thread::sleep(Duration::from_millis(30))).await?;
+            for _ in 0..10 {
+                schedule(&pool_sch).then(|()| std::thread::sleep(Duration::from_millis(20))).await?;
+            }
             a.store(true, Ordering::SeqCst);
             Ok(1)
         });
