@@ -216,8 +216,22 @@ where
         // until `free_block` moves it out.
         let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();
         let rcvr = SpawnReceiver { block: block.cast(), assoc, free: free_block::<SpawnOp<S, Tk::Association>, _> };
+        let op = match crate::panic::catch(|| sndr.connect(rcvr)) {
+            Ok(op) => op,
+            Err(panic) => {
+                // Nothing was written: take the association back out, free the block,
+                // end the association, and let the caller see the panic.
+                // SAFETY: `block` came from `block::new` with this type; the association
+                // is moved out once and nothing else in the block needs dropping.
+                let assoc = unsafe {
+                    crate::block::free_after(NonNull::new_unchecked(block), || ManuallyDrop::take(&mut (*block).assoc))
+                };
+                drop(assoc);
+                panic.resume();
+            }
+        };
         // SAFETY: the operation is written once and stays in place until `free_block`.
-        unsafe { (*block).op.write(sndr.connect(rcvr)) };
+        unsafe { (*block).op.write(op) };
         let op = SpawnedOp {
             ptr: block.cast(),
             start: start_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
@@ -230,6 +244,12 @@ where
 
 /// Starts `sndr` as work associated with `token`'s scope (P3149R6 `spawn`), or drops it
 /// if the scope refuses (closed or joined). Returns whether it was started.
+///
+/// # Panics
+///
+/// A panic in `connect` (user sender or scheduler code) unwinds out of `spawn`, as the
+/// exception does in C++, after the association has ended: the scope's count is
+/// balanced and its join is not held up.
 ///
 /// The sender must complete with `()`, and its error must be one the scope can hold,
 /// checked at compile time (see [`Spawnable`]): the counting scopes take only senders
