@@ -10,7 +10,7 @@
 //! | a `bulk` shape larger than the data its function indexes | the index panic is delivered (`set_panic`), on and off the pool | `bulk_shape_larger_than_the_data_*` |
 //! | `bulk_each` "shape" vs data | there is no shape: it is the slice's length, so it cannot exceed the data; an empty slice runs nothing | `bulk_each_visits_exactly_the_slice` |
 //! | `bulk_each` with a panicking `AsMut` (default and pool) | delivered with `set_panic` (was: unwound out of a completion) | `bulk_each_with_a_panicking_as_mut_*` |
-//! | spawn of a sender whose `connect` panics (a user scheduler's sender) | the panic unwinds out of `spawn` (as in C++) after the association ended: the join completes (was: the join hung) | `spawn_of_a_sender_whose_connect_panics_*` |
+//! | spawn (or `spawn_future`) of a sender whose `connect` panics (a user scheduler's sender) | the panic unwinds out of `spawn` (as in C++) after the association ended: the join completes (was: the join hung, the block leaked) | `spawn_of_a_sender_whose_connect_panics_*` |
 //! | spawn into a closed scope | `spawn` returns `false`, the sender is dropped once, unrun; `spawn_future` completes stopped; join completes | `spawn_into_a_closed_scope_is_refused` |
 //! | spawn into a joined scope | as closed | `spawn_into_a_joined_scope_is_refused` |
 //! | spawn with the token of a dropped scope whose core was reused | refused (tokens carry a generation); the new scope is untouched | `a_stale_token_of_a_dropped_scope_is_refused` |
@@ -733,7 +733,8 @@ fn spawn_of_a_sender_whose_connect_panics_unwinds_to_the_caller_and_the_join_com
     let observer: &'static SimpleCountingScope = Box::leak(Box::new(SimpleCountingScope::new()));
     let sch = FaultyScheduler::new(Fault::Connect, 0);
     assert_eq!(panic_message(|| spawn(schedule(&sch), scope.token())), "faulty connect");
-    assert_eq!(scope.state(), ScopeState::Open, "the association was made");
+    assert_eq!(panic_message(|| spawn_future(schedule(&sch), scope.token())), "faulty connect");
+    assert_eq!(scope.state(), ScopeState::Open, "the associations were made");
     let joined = Arc::new(AtomicBool::new(false));
     let j = joined.clone();
     spawn(starts_on(InlineScheduler, scope.join()).then(move |()| j.store(true, Ordering::SeqCst)), observer.token());

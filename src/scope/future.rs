@@ -532,6 +532,11 @@ impl<V, E, R: Receiver<V, E> + Send> OperationState for FutureOp<V, E, R> {
 /// [`CountingScope`](crate::CountingScope) requests stop. A panic in the work reaches
 /// the future's receiver.
 ///
+/// # Panics
+///
+/// A panic in `connect` (user sender or scheduler code) unwinds out of `spawn_future`
+/// after the association has ended, as for [`spawn`](crate::spawn()).
+///
 /// ```
 /// use senders::{CountingScope, StaticThreadPool, schedule, spawn_future, sync_wait, SenderExt};
 /// let pool = StaticThreadPool::new(2).unwrap();
@@ -578,6 +583,27 @@ where
     })
     .as_ptr();
     let head = block.cast::<Head<V<S>, E<S>, A<Tk>>>();
+    let rcvr = FutureReceiver { head, drop_op: drop_op::<V<S>, E<S>, A<Tk>, Op<S, Tk>> };
+    let op = match crate::panic::catch(|| sndr.connect(rcvr)) {
+        Ok(op) => op,
+        Err(panic) => {
+            // Nothing is registered or written yet: take the association back out, drop
+            // the rest of the block and free it, end the association, and let the
+            // caller see the panic (as `spawn` does).
+            // SAFETY: `block` came from `block::new` with this type; the association is
+            // moved out once; the stop callback was never registered and owns nothing;
+            // the other fields are dropped once, in place.
+            let assoc = unsafe {
+                crate::block::free_after(NonNull::new_unchecked(block), || {
+                    let assoc = ManuallyDrop::take(&mut (*head).assoc);
+                    std::ptr::drop_in_place(block);
+                    assoc
+                })
+            };
+            drop(assoc);
+            panic.resume();
+        }
+    };
     // SAFETY: the block is a fresh, never-moving allocation. The scope's token borrows
     // the association, which stays in the block until the work side drops the callback
     // and then takes the association out.
@@ -587,8 +613,7 @@ where
         *(*head).scope_stop =
             RawStopCallback::new(scope_token, ForwardToWork { header, stop: forward_to_work::<V<S>, E<S>> });
         Pin::new_unchecked(&mut *(*head).scope_stop).register();
-        let rcvr = FutureReceiver { head, drop_op: drop_op::<V<S>, E<S>, A<Tk>, Op<S, Tk>> };
-        (*block).op.write(sndr.connect(rcvr));
+        (*block).op.write(op);
     }
     let op = SpawnedOp {
         ptr: block.cast(),
