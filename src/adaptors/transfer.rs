@@ -13,7 +13,7 @@ use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 
 use crate::env::Env;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
@@ -500,7 +500,13 @@ where
                 // SAFETY: pinned in place, started once.
                 unsafe { Pin::new_unchecked(hop).start() };
             }
-            Err(p) => this.state.shared.take_rcvr().set_panic(p),
+            Err(p) => {
+                // The child never runs: it is dropped before the completion (a panic in
+                // its drop loses to the first panic).
+                // SAFETY: nothing else touches the slot: the child was not connected.
+                let _ = discard(unsafe { (*this.state.sndr.get()).take() });
+                this.state.shared.take_rcvr().set_panic(p)
+            }
         }
     }
 }
