@@ -712,3 +712,37 @@ fn a_panic_in_a_discarded_drop_on_the_pool_reaches_the_caller_and_the_worker_sur
     assert_eq!(msg, "discarded on a worker");
     assert_eq!(sync_wait(schedule(&sch).then(|()| 7)), Ok(Some(7)));
 }
+
+#[test]
+fn bulk_drops_a_value_it_does_not_deliver_before_completing_on_and_off_the_pool() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    fn failing<T>(i: usize, _: &T) -> Result<(), i32> {
+        if i == 5_000 { Err(1) } else { Ok(()) }
+    }
+    for on_pool in [false, true] {
+        let log = Mutex::new(Vec::new());
+        let value = OnDrop(|| log.lock().unwrap().push("dropped"));
+        let done = |e: i32| log.lock().unwrap().push(if e == 1 { "completed" } else { "wrong error" });
+        let result = if on_pool {
+            let start = schedule(&sch).with_error::<i32>().then(move |()| value);
+            sync_wait(start.bulk(10_000, failing).then(|_| ()).upon_error(done))
+        } else {
+            let start = just(()).with_error::<i32>().then(move |()| value);
+            sync_wait(start.bulk(10_000, failing).then(|_| ()).upon_error(done))
+        };
+        assert_eq!(result, Ok(Some(())));
+        assert_eq!(*log.lock().unwrap(), ["dropped", "completed"], "on the pool: {on_pool}");
+    }
+    // A panic in the undelivered value's `Drop` replaces the error.
+    for on_pool in [false, true] {
+        let msg = if on_pool {
+            let start = schedule(&sch).with_error::<i32>().then(|()| panics_on_drop("value dropped"));
+            panic_message(|| sync_wait(start.bulk(10_000, failing).then(|_| ())))
+        } else {
+            let start = just(()).with_error::<i32>().then(|()| panics_on_drop("value dropped"));
+            panic_message(|| sync_wait(start.bulk(10_000, failing).then(|_| ())))
+        };
+        assert_eq!(msg, "value dropped", "on the pool: {on_pool}");
+    }
+}

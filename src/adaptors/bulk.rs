@@ -140,15 +140,24 @@ fn run_in_order<V, E, R: Receiver<V, E>>(
 }
 
 /// Completes a sequential bulk with what [`run_in_order`] reported, after dropping its
-/// function (first, and a panic in its `Drop` is reported unless the run panicked).
+/// function and, unless it is delivered, its value (a panic in either `Drop` is reported
+/// unless the run panicked).
 fn finish<V, E, F, R: Receiver<V, E>>(rcvr: R, value: V, f: F, run: Result<Result<bool, E>, Panic>) {
     let run = match (discard(f), run) {
         (Err(p), Ok(_)) => Err(p),
         (_, run) => run,
     };
+    if let Ok(Ok(true)) = run {
+        return rcvr.set_value(value);
+    }
+    // The value is not delivered: it is dropped before completing, and a panic in its
+    // `Drop` replaces a stop or an error.
+    let run = match (discard(value), run) {
+        (Err(p), Ok(_)) => Err(p),
+        (_, run) => run,
+    };
     match run {
-        Ok(Ok(true)) => rcvr.set_value(value),
-        Ok(Ok(false)) => rcvr.set_stopped(),
+        Ok(Ok(_)) => rcvr.set_stopped(),
         Ok(Err(e)) => rcvr.set_error(e),
         Err(p) => rcvr.set_panic(p),
     }

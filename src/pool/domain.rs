@@ -16,7 +16,7 @@ use crate::adaptors::then::{Then, ThenFn, ThenImpl};
 use crate::adaptors::when_all::{ConnectTuple, SenderTuple, StartPolicy, WhenAll, WhenAllImpl};
 use crate::domain::Domain;
 use crate::env::Env;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
 use crate::spawn::SpawnedOp;
@@ -363,14 +363,19 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             let s = &*this;
             let rcvr = s.take_rcvr();
             let value = (*s.value.get()).take().expect("bulk: value present");
-            match s.state.load(Ordering::Relaxed) {
-                RUNNING => rcvr.set_value(value),
-                STOPPED => rcvr.set_stopped(),
-                _ => match (*s.failure.get()).take() {
-                    Some(Failure::Error(e)) => rcvr.set_error(e),
-                    Some(Failure::Panic(p)) => rcvr.set_panic(p),
-                    None => unreachable!("bulk: failed without a failure"),
-                },
+            let state = s.state.load(Ordering::Relaxed);
+            if state == RUNNING {
+                return rcvr.set_value(value);
+            }
+            // The value is not delivered: drop it before completing (the crate's discard
+            // rule), and let a panic in its `Drop` replace a stop or an error.
+            let dropped = discard(value);
+            match (state, (*s.failure.get()).take(), dropped) {
+                (_, Some(Failure::Panic(p)), _) => rcvr.set_panic(p),
+                (_, _, Err(p)) => rcvr.set_panic(p),
+                (STOPPED, _, Ok(())) => rcvr.set_stopped(),
+                (_, Some(Failure::Error(e)), Ok(())) => rcvr.set_error(e),
+                (_, None, Ok(())) => unreachable!("bulk: failed without a failure"),
             }
         }
     }
