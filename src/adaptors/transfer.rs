@@ -110,6 +110,15 @@ where
 {
 }
 
+// SAFETY: a shared reference only reaches the environment (`env`), which is the final
+// receiver's, `Sync` by these bounds; completing takes the receiver by value.
+unsafe impl<Sch: Scheduler, V, E, R: Receiver<V, E> + Sync> Sync for TransferReceiver<Sch, V, E, R>
+where
+    Sch::Sender: SenderTo<TransferHopReceiver<V, E, R>>,
+    R::Env: Sync,
+{
+}
+
 impl<Sch: Scheduler, V, E, R: Receiver<V, E>> TransferReceiver<Sch, V, E, R>
 where
     Sch::Sender: SenderTo<TransferHopReceiver<V, E, R>>,
@@ -167,6 +176,8 @@ pub struct TransferHopReceiver<V, E, R> {
 // SAFETY: the hop completes on the scheduler's thread, where it moves the stored
 // outcome and runs the final receiver; the env is shared, hence `Sync`.
 unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for TransferHopReceiver<V, E, R> where R::Env: Sync {}
+// SAFETY: a shared reference only reaches the final receiver's environment (`Sync`).
+unsafe impl<V, E, R: Receiver<V, E> + Sync> Sync for TransferHopReceiver<V, E, R> where R::Env: Sync {}
 
 impl<V, E, R: Receiver<V, E>> TransferHopReceiver<V, E, R> {
     fn core(&self) -> &TransferCore<V, E, R> {
@@ -342,6 +353,16 @@ where
     R: Receiver<S::Value, S::Error> + Send + Sync,
     R::Env: Sync,
     ChildOp<Sch, S, R>: Send,
+{
+}
+
+// SAFETY: a shared reference only reaches the final receiver's environment (`Sync`); the
+// child sender and operation are reached only through the receiver taken by value.
+unsafe impl<Sch: Scheduler, S, R> Sync for StartsOnHopReceiver<Sch, S, R>
+where
+    S: Sender + SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>,
+    R: Receiver<S::Value, S::Error> + Sync,
+    R::Env: Sync,
 {
 }
 
