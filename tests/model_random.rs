@@ -39,7 +39,18 @@
 //!   of the body is acceptable (they race, and the first requests stop on the rest).
 //!   A child's value and stop are ignored by the scope.
 //! - `Task`: awaits its children in order; the first non-value completion is the
-//!   task's (an awaited stop stops the task); otherwise the sum.
+//!   task's (an awaited stop stops the task); otherwise the sum, or the body's panic
+//!   after the last await. A panicking `let_async_scope` function panics first thing,
+//!   so the completion is that panic.
+//! - Stop requests: a failing or stopping `when_all` child, and a failing
+//!   `let_async_scope` child, request stop on their siblings; a case may also wrap the
+//!   tree in `stop_when` with a source stopped before it starts or from another thread
+//!   while it runs. Where a stop request may arrive, the interpreter lets every
+//!   stop-sensitive node (`continues_on`, `starts_on`, `bulk`, `bulk_each`, `nest`,
+//!   `spawn_future`, `let_async_scope`, `Task`) also complete stopped, and lets the
+//!   adaptors above it turn that stop into a value or error as usual; in `when_all`, a
+//!   stop arriving first may also pre-empt a sibling's failure. This is an
+//!   over-approximation: it does not say which of these nodes must stop.
 //!
 //! The sets are exact wherever the crate is deterministic (one failing leaf, or none)
 //! and over-approximate only where completions race. `PROPTEST_CASES` sets the number
@@ -102,8 +113,8 @@ enum Node {
     StartsOn(Box<Node>),
     Nest(Box<Node>),
     SpawnFuture(Box<Node>),
-    LetScope(Box<Node>, Vec<Node>, Box<Node>),
-    Task(Vec<Node>),
+    LetScope(Box<Node>, Vec<Node>, Box<Node>, PanicTag),
+    Task(Vec<Node>, PanicTag),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -212,7 +223,8 @@ fn reference(n: &Node, stop: bool) -> Set {
             o => one(o),
         }),
         Node::ContinuesOn(i) | Node::StartsOn(i) | Node::Nest(i) | Node::SpawnFuture(i) => r(i),
-        Node::LetScope(i, children, body) => map(r(i), |o| match o {
+        Node::LetScope(i, children, body, p) => map(r(i), |o| match o {
+            Out::Val(_) if p.is_some() => one(panic_or(*p, Out::Stop)),
             Out::Val(v) => {
                 let mut all: Vec<Node> = children.clone();
                 all.push(Node::Then(body.clone(), v, None));
@@ -231,7 +243,10 @@ fn reference(n: &Node, stop: bool) -> Set {
             }
             o => one(o),
         }),
-        Node::Task(cs) => task_ref(cs, 0, stop),
+        Node::Task(cs, p) => map(task_ref(cs, 0, stop), |o| match o {
+            Out::Val(v) => one(panic_or(*p, Out::Val(v))),
+            o => one(o),
+        }),
     };
     if stop && stop_sensitive(n) {
         let mut set = set;
@@ -253,7 +268,7 @@ fn stop_sensitive(n: &Node) -> bool {
             | Node::Nest(_)
             | Node::SpawnFuture(_)
             | Node::LetScope(..)
-            | Node::Task(_)
+            | Node::Task(..)
     )
 }
 
@@ -423,11 +438,12 @@ fn build(n: &Node, sch: &dyn Hops) -> Any {
         Node::StartsOn(i) => sch.starts_on(build(&i, sch)),
         Node::Nest(i) => nest(build(&i, sch), scope().token()).boxed(),
         Node::SpawnFuture(i) => spawn_future(build(&i, sch), scope().token()).boxed(),
-        Node::LetScope(i, children, body) => {
+        Node::LetScope(i, children, body, p) => {
             let children: Vec<Any> = children.iter().map(|c| build(c, sch)).collect();
             let body = build(&body, sch);
             build(&i, sch)
                 .let_async_scope(move |tk, v| {
+                    maybe_panic(p);
                     let v: &i64 = v;
                     for c in children {
                         // The child borrows the scoped value.
@@ -439,13 +455,14 @@ fn build(n: &Node, sch: &dyn Hops) -> Any {
                 })
                 .boxed()
         }
-        Node::Task(cs) => {
+        Node::Task(cs, p) => {
             let cs: Vec<Any> = cs.iter().map(|c| build(c, sch)).collect();
             Task::<i64, i64>::new(async move {
                 let mut acc = 0i64;
                 for c in cs {
                     acc = acc.wrapping_add(c.await?);
                 }
+                maybe_panic(p);
                 Ok(acc)
             })
             .boxed()
@@ -549,23 +566,56 @@ fn tree() -> impl Strategy<Value = Node> {
             b().prop_map(Node::StartsOn),
             b().prop_map(Node::Nest),
             b().prop_map(Node::SpawnFuture),
-            (b(), prop::collection::vec(inner.clone(), 0..=2), b()).prop_map(|(i, cs, x)| Node::LetScope(i, cs, x)),
-            prop::collection::vec(inner.clone(), 0..=3).prop_map(Node::Task),
+            (b(), prop::collection::vec(inner.clone(), 0..=2), b(), panic_tag())
+                .prop_map(|(i, cs, x, p)| Node::LetScope(i, cs, x, p)),
+            (prop::collection::vec(inner.clone(), 0..=3), panic_tag()).prop_map(|(cs, p)| Node::Task(cs, p)),
         ]
     })
 }
 
-fn check(tree: &Node) -> Result<(), TestCaseError> {
+/// A stop request from outside the tree, on a `stop_when` around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopMode {
+    Never,
+    /// Requested before the tree starts.
+    Before,
+    /// Requested from another thread while the tree runs.
+    Racing,
+}
+
+fn stop_mode() -> impl Strategy<Value = StopMode> {
+    prop_oneof![6 => Just(StopMode::Never), 1 => Just(StopMode::Before), 1 => Just(StopMode::Racing)]
+}
+
+fn run(sndr: Any, mode: StopMode) -> Out {
+    let source = InplaceStopSource::new();
+    match mode {
+        StopMode::Never => observe(sndr),
+        StopMode::Before => {
+            source.request_stop();
+            observe(stop_when(sndr, source.token()))
+        }
+        StopMode::Racing => std::thread::scope(|s| {
+            s.spawn(|| source.request_stop());
+            observe(stop_when(sndr, source.token()))
+        }),
+    }
+}
+
+fn check(tree: &Node, mode: StopMode) -> Result<(), TestCaseError> {
     quiet_model_panics();
-    let want = reference(tree, false);
+    let stop = mode != StopMode::Never;
+    let want = reference(tree, stop);
+    // On the pool and the single thread the tree is started there (`starts_on`).
+    let want_hop = reference(&Node::StartsOn(Box::new(tree.clone())), stop);
     let ctx = contexts().lock().unwrap_or_else(|e| e.into_inner());
     let pool = ctx.pool.scheduler();
-    let on_pool = observe(starts_on(pool.clone(), build(tree, &pool)));
-    prop_assert!(want.contains(&on_pool), "pool: got {:?}, want one of {:?}", on_pool, want);
+    let on_pool = run(pool.starts_on(build(tree, &pool)), mode);
+    prop_assert!(want_hop.contains(&on_pool), "pool: got {:?}, want one of {:?}", on_pool, want_hop);
     let single = ctx.single.scheduler();
-    let on_single = observe(starts_on(single.clone(), build(tree, &single)));
-    prop_assert!(want.contains(&on_single), "single thread: got {:?}, want one of {:?}", on_single, want);
-    let inline = observe(build(tree, &InlineScheduler));
+    let on_single = run(single.starts_on(build(tree, &single)), mode);
+    prop_assert!(want_hop.contains(&on_single), "single thread: got {:?}, want one of {:?}", on_single, want_hop);
+    let inline = run(build(tree, &InlineScheduler), mode);
     prop_assert!(want.contains(&inline), "inline: got {:?}, want one of {:?}", inline, want);
     Ok(())
 }
@@ -583,7 +633,7 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn random_trees_match_the_reference(t in tree()) {
-        check(&t)?;
+    fn random_trees_match_the_reference(t in tree(), mode in stop_mode()) {
+        check(&t, mode)?;
     }
 }
