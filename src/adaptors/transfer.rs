@@ -176,8 +176,6 @@ pub struct TransferHopReceiver<V, E, R> {
 // SAFETY: the hop completes on the scheduler's thread, where it moves the stored
 // outcome and runs the final receiver; the env is shared, hence `Sync`.
 unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for TransferHopReceiver<V, E, R> where R::Env: Sync {}
-// SAFETY: a shared reference only reaches the final receiver's environment (`Sync`).
-unsafe impl<V, E, R: Receiver<V, E> + Sync> Sync for TransferHopReceiver<V, E, R> where R::Env: Sync {}
 
 impl<V, E, R: Receiver<V, E>> TransferHopReceiver<V, E, R> {
     fn core(&self) -> &TransferCore<V, E, R> {
