@@ -195,3 +195,22 @@ fn a_panic_in_the_erased_senders_connect_is_delivered() {
     assert_eq!(msg, "connect panicked");
     assert_eq!(sync_wait(starts_on(pool.scheduler(), just(5).boxed())).unwrap(), Some(5));
 }
+
+/// An erased sender connected to the receiver of `continues_on`, of `starts_on`'s hop, or
+/// of the pool's `bulk`: those receivers are `Sync` (a shared reference reaches only the
+/// environment), as erasure requires. This did not compile before.
+#[test]
+fn an_erased_sender_before_continues_on_and_pool_bulk() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let hop = just(1).boxed().continues_on(sch.clone()).boxed();
+    assert_eq!(sync_wait(hop).unwrap(), Some(1));
+    let hits = AtomicUsize::new(0);
+    let hits = &hits;
+    // The erased environment's domain is the pool's: on a worker, `bulk` is the pool's.
+    let bulk = just(2).boxed().bulk(8, move |_, _: &i32| _ = hits.fetch_add(1, Ordering::Relaxed)).boxed();
+    assert_eq!(sync_wait(starts_on(sch.clone(), bulk)).unwrap(), Some(2));
+    assert_eq!(hits.load(Ordering::Relaxed), 8);
+    let each = just(vec![1, 2, 3]).boxed().bulk_each(|_, x: &mut i32| *x *= 10).boxed();
+    assert_eq!(sync_wait(starts_on(sch, each)).unwrap(), Some(vec![10, 20, 30]));
+}

@@ -908,3 +908,136 @@ fn a_panic_in_the_drop_of_a_spawned_operation_is_reported_at_the_join() {
     }
     assert_eq!(sync_wait(schedule(&pool.scheduler()).then(|()| 1)), Ok(Some(1)));
 }
+
+// ---------------------------------------------------------------------------------------
+// A completion from inside a forwarded stop request
+
+/// A sender that, when stop is requested, completes stopped from inside its stop
+/// callback (having dropped its own registration first, as the protocol asks) and then
+/// lingers in the callback, so the stop request that ran it is still on the stack.
+struct StopsInCallback<'a> {
+    started: &'a AtomicBool,
+    lingered: &'a AtomicBool,
+}
+
+impl Sender for StopsInCallback<'_> {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+type LingerCallback<'a> = StopCallback<'static, Box<dyn FnOnce() + Send + 'a>>;
+
+struct StopsInCallbackOp<'a, R> {
+    started: &'a AtomicBool,
+    lingered: &'a AtomicBool,
+    rcvr: Option<R>,
+    callback: Option<LingerCallback<'a>>,
+    _pin: PhantomPinned,
+}
+
+/// The operation, for the stop callback, which runs on the requesting thread.
+struct OpPtr<T>(*mut T);
+// SAFETY: the callback completes the receiver on the requesting thread (`R: Send`) and
+// the operation lives until that completion.
+unsafe impl<T> Send for OpPtr<T> {}
+
+impl<'a, R: Receiver<(), Infallible> + Send + 'a> SenderTo<R> for StopsInCallback<'a> {
+    type Operation = StopsInCallbackOp<'a, R>;
+    fn connect(self, receiver: R) -> Self::Operation {
+        StopsInCallbackOp {
+            started: self.started,
+            lingered: self.lingered,
+            rcvr: Some(receiver),
+            callback: None,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+impl<'a, R: Receiver<(), Infallible> + Send + 'a> OperationState for StopsInCallbackOp<'a, R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: nothing is moved out of the pinned operation; from here on it is only
+        // reached through this pointer.
+        let this: *mut Self = unsafe { self.get_unchecked_mut() };
+        let op = OpPtr(this);
+        // SAFETY: `this` is valid until the completion below. The token outlives the
+        // callback, which is dropped before the operation completes.
+        let (token, lingered) =
+            unsafe { ((*this).rcvr.as_ref().unwrap().env().stop_token().detach(), (*this).lingered) };
+        let on_stop: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
+            let op = op;
+            // SAFETY: the operation is alive until `set_stopped`; dropping our own
+            // registration from inside the callback is allowed (the callback itself was
+            // moved out of it to run).
+            let rcvr = unsafe {
+                (*op.0).callback = None;
+                (*op.0).rcvr.take().unwrap()
+            };
+            rcvr.set_stopped();
+            std::thread::sleep(Duration::from_millis(30));
+            lingered.store(true, Ordering::SeqCst);
+        });
+        // SAFETY: as above; `lingered` outlives the operation, and the callback is
+        // dropped (deregistered) before the operation completes. After `register` the
+        // operation may have completed: it is not touched again.
+        unsafe {
+            (*this).started.store(true, Ordering::SeqCst);
+            let callback = (*this).callback.insert(StopCallback::new(token, on_stop));
+            Pin::new_unchecked(callback).register_unchecked();
+        }
+    }
+}
+
+/// Runs `work(started, lingered)` to completion on another thread, requests stop with
+/// `stop` once it started, and checks that the operation completed (stopped) only after
+/// the stop callback that completed it had returned: before the fix, `stop_when` (and
+/// `nest`, built on it) handed the completion on at once, and the stop request, still
+/// running on the requesting thread, then touched the freed operation.
+fn completes_after_the_stop_request<'a, S>(work: impl FnOnce(&'a AtomicBool, &'a AtomicBool) -> S, stop: impl FnOnce())
+where
+    S: Sender<Value = (), Error = Infallible> + SenderTo<SyncWaitReceiver<(), Infallible>> + Send + 'a,
+{
+    let started = leak(AtomicBool::new(false));
+    let lingered = leak(AtomicBool::new(false));
+    let sndr = work(started, lingered);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(move || {
+            let r = sync_wait(sndr);
+            (r, lingered.load(Ordering::SeqCst))
+        });
+        eventually("the sender started", || started.load(Ordering::SeqCst));
+        stop();
+        let (r, lingered_first) = waiter.join().unwrap();
+        assert_eq!(r, Ok(None));
+        assert!(lingered_first, "completed while the forwarded stop request was still running");
+    });
+}
+
+#[test]
+fn stop_when_completes_only_after_a_forwarded_stop_request_returns() {
+    for _ in 0..5 {
+        let source = leak(InplaceStopSource::new());
+        completes_after_the_stop_request(
+            |started, lingered| stop_when(StopsInCallback { started, lingered }, source.token()),
+            || _ = source.request_stop(),
+        );
+    }
+}
+
+#[test]
+fn nest_completes_only_after_the_scopes_stop_request_returns() {
+    for _ in 0..5 {
+        let scope = leak(CountingScope::new());
+        completes_after_the_stop_request(
+            |started, lingered| nest(StopsInCallback { started, lingered }, scope.token()),
+            || scope.request_stop(),
+        );
+        sync_wait(scope.join()).unwrap();
+    }
+}

@@ -1,14 +1,16 @@
 //! `stop_when`: run a sender with a stop token that also fires when another token does.
 
 use std::cell::UnsafeCell;
-use std::marker::{PhantomData, PhantomPinned};
+use std::marker::PhantomPinned;
 use std::pin::Pin;
 
 use crate::env::Env;
-use crate::panic::Panic;
+use crate::outcome::Outcome;
+use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
-use crate::stop::{MergedStopSource, StopToken};
+use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
+use crate::sync::{AtomicUsize, Ordering};
 
 /// The sender of `stop_when(sndr, token)`.
 #[must_use = "senders do nothing unless connected and started"]
@@ -36,36 +38,148 @@ adaptor_sender!([S: Sender] StopWhen<'_, S> where [] {
     value = S::Value, error = S::Error, stopped = true
 });
 
-/// The final receiver and the merged stop source.
-pub struct StopWhenState<'a, R> {
-    rcvr: UnsafeCell<Option<R>>,
-    merged: UnsafeCell<Option<MergedStopSource<'a>>>,
+/// The part of the state that the forwarding callbacks reach, whatever the receiver type:
+/// the merged source and the forwarders' state word. It heads [`StopWhenState`], so a
+/// pointer to it is a pointer to the whole state.
+#[repr(C)]
+struct Forwarding {
+    /// The stop source whose token the child sees.
+    source: InplaceStopSource,
+    /// `IN_FLIGHT` times the number of forwarders inside `source.request_stop()`, plus
+    /// `DONE` once the child has completed.
+    flight: AtomicUsize,
+    /// Hands the stored completion on (`StopWhenState::complete_deferred`).
+    complete: unsafe fn(*const Forwarding),
 }
 
-impl<'a, R> StopWhenState<'a, R> {
-    fn rcvr<V, E>(&self) -> &R
-    where
-        R: Receiver<V, E>,
-    {
+/// Set in `Forwarding::flight` once the child has completed.
+const DONE: usize = 1;
+/// One forwarder running, in `Forwarding::flight`.
+const IN_FLIGHT: usize = 2;
+
+impl Forwarding {
+    /// A forwarder enters, unless the child has completed (nothing left to stop).
+    fn enter(&self) -> bool {
+        let mut cur = self.flight.load(Ordering::Acquire);
+        loop {
+            if cur & DONE != 0 {
+                return false;
+            }
+            match self.flight.compare_exchange_weak(cur, cur + IN_FLIGHT, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// A forwarder leaves. Returns `true` iff it is the last one out after the child
+    /// completed: the completion was left to it.
+    fn leave(&self) -> bool {
+        self.flight.fetch_sub(IN_FLIGHT, Ordering::AcqRel) == IN_FLIGHT | DONE
+    }
+}
+
+/// The forwarding callback: requests stop on the merged source. While it runs (perhaps
+/// running the child's own stop callback, which may complete the child), the child's
+/// completion is held back, because the operation, and the source inside it, may be
+/// freed as soon as the final receiver is called.
+struct Forward(*const Forwarding);
+
+// SAFETY: the pointer targets a `Forwarding` heading a pinned `StopWhenState`, which is
+// `Sync` as far as a forwarder uses it (an `InplaceStopSource` and an atomic); a deferred
+// completion it runs moves the stored completion and the receiver to its thread, which
+// `StopWhen`'s `SenderTo` impl allows only for `Send` values, errors and receivers.
+unsafe impl Send for Forward {}
+
+impl Invoke for Forward {
+    fn invoke(self) {
+        // SAFETY: the forwarding callbacks are dropped (deregistered, a run in progress
+        // on another thread waited for) before the operation completes, so the state is
+        // alive whenever one runs; once a forwarder has entered, the completion waits for
+        // it to leave.
+        let fwd = unsafe { &*self.0 };
+        if !fwd.enter() {
+            return;
+        }
+        // A panic in a stop callback is resumed only after leaving.
+        let requested = catch(|| fwd.source.request_stop());
+        if fwd.leave() {
+            // SAFETY: the child completed while this forwarder ran, and this is the last
+            // forwarder out: the completion is this thread's to hand on, once.
+            unsafe { (fwd.complete)(self.0) }
+        }
+        if let Err(p) = requested {
+            p.resume();
+        }
+    }
+}
+
+/// The two forwarding callbacks: from the receiver's stop token and from the given one.
+struct Links<'a> {
+    from_parent: RawStopCallback<'a, Forward>,
+    from_token: RawStopCallback<'a, Forward>,
+}
+
+/// The merged stop source, the forwarding callbacks, the final receiver, and the child's
+/// completion while a forwarder holds it back.
+#[repr(C)]
+pub struct StopWhenState<'a, V, E, R> {
+    /// Must stay the first field (see [`Forwarding`]).
+    fwd: Forwarding,
+    links: UnsafeCell<Option<Links<'a>>>,
+    rcvr: UnsafeCell<Option<R>>,
+    outcome: UnsafeCell<Option<Outcome<V, E>>>,
+}
+
+impl<'a, V, E, R: Receiver<V, E>> StopWhenState<'a, V, E, R> {
+    fn rcvr(&self) -> &R {
         // SAFETY: present until the completion takes it.
         unsafe { (*self.rcvr.get()).as_ref() }.expect("stop_when: env after completion")
     }
 
-    /// Deregisters the merged source from both inputs, then hands out the receiver.
-    fn finish(&self) -> R {
-        // SAFETY: called once, by the child's completion; the child has deregistered its
-        // own callbacks on the merged source before completing.
-        unsafe {
-            *self.merged.get() = None;
-            (*self.rcvr.get()).take().expect("stop_when: completes once")
+    /// The child's completion: stored, then handed on now, or by the last forwarder to
+    /// leave if one is running.
+    fn complete(&self, outcome: Outcome<V, E>) {
+        // SAFETY: written once, by the child's one completion, before `DONE` is
+        // published (Release) to the forwarder that may take it.
+        unsafe { *self.outcome.get() = Some(outcome) };
+        if self.fwd.flight.fetch_or(DONE, Ordering::AcqRel) == 0 {
+            // SAFETY: no forwarder is running and none will enter: the completion is ours.
+            unsafe { self.finish() }
         }
+    }
+
+    /// # Safety
+    ///
+    /// `fwd` heads a `StopWhenState<'a, V, E, R>` whose completion was left to the caller.
+    unsafe fn complete_deferred(fwd: *const Forwarding) {
+        // SAFETY: the caller's contract; `Forwarding` is the first field of the
+        // `repr(C)` state.
+        unsafe { (*fwd.cast::<Self>()).finish() }
+    }
+
+    /// Deregisters the forwarding callbacks, then hands the stored completion to the
+    /// receiver.
+    ///
+    /// # Safety
+    ///
+    /// Called once, after the child completed, when no forwarder is inside
+    /// `request_stop` (a forwarder running on this thread is the caller itself).
+    unsafe fn finish(&self) {
+        // SAFETY: the caller's contract. Dropping the links waits for a forwarder popped
+        // on another thread, which sees `DONE` and leaves at once; the child dropped its
+        // own callbacks on the merged source before completing.
+        let (rcvr, outcome) = unsafe {
+            *self.links.get() = None;
+            ((*self.rcvr.get()).take(), (*self.outcome.get()).take())
+        };
+        outcome.expect("stop_when: completion stored").deliver(rcvr.expect("stop_when: completes once"));
     }
 }
 
 /// The child's receiver, and its environment: the parent's with the merged token.
 pub struct StopWhenReceiver<'a, V, E, R> {
-    state: *const StopWhenState<'a, R>,
-    _t: PhantomData<fn() -> (V, E)>,
+    state: *const StopWhenState<'a, V, E, R>,
 }
 
 // SAFETY: the child may complete on another thread and run the final receiver there;
@@ -75,7 +189,7 @@ unsafe impl<V: Send, E: Send, R: Receiver<V, E> + Send + Sync> Send for StopWhen
 unsafe impl<V, E, R: Receiver<V, E> + Sync> Sync for StopWhenReceiver<'_, V, E, R> where R::Env: Sync {}
 
 impl<'a, V, E, R: Receiver<V, E>> StopWhenReceiver<'a, V, E, R> {
-    fn state(&self) -> &StopWhenState<'a, R> {
+    fn state(&self) -> &StopWhenState<'a, V, E, R> {
         // SAFETY: the state lives in the pinned operation until the final completion.
         unsafe { &*self.state }
     }
@@ -88,12 +202,7 @@ impl<V, E, R: Receiver<V, E>> Env for StopWhenReceiver<'_, V, E, R> {
         self.state().rcvr().env().scheduler()
     }
     fn stop_token(&self) -> StopToken<'_> {
-        // SAFETY: set before the child was connected and kept until its completion.
-        match unsafe { (*self.state().merged.get()).as_ref() } {
-            // SAFETY: the merged source is pinned in place inside the pinned operation.
-            Some(merged) => unsafe { Pin::new_unchecked(merged) }.token(),
-            None => StopToken::never(),
-        }
+        self.state().fwd.source.token()
     }
     fn prop(&self, key: std::any::TypeId) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.state().rcvr().env().prop(key)
@@ -106,16 +215,16 @@ impl<V, E, R: Receiver<V, E>> Receiver<V, E> for StopWhenReceiver<'_, V, E, R> {
         self
     }
     fn set_value(self, value: V) {
-        self.state().finish().set_value(value)
+        self.state().complete(Outcome::Value(value))
     }
     fn set_error(self, error: E) {
-        self.state().finish().set_error(error)
+        self.state().complete(Outcome::Error(error))
     }
     fn set_stopped(self) {
-        self.state().finish().set_stopped()
+        self.state().complete(Outcome::Stopped)
     }
     fn set_panic(self, panic: Panic) {
-        self.state().finish().set_panic(panic)
+        self.state().complete(Outcome::Panic(panic))
     }
 }
 
@@ -125,22 +234,35 @@ where
     S: Sender + SenderTo<StopWhenReceiver<'a, <S as Sender>::Value, <S as Sender>::Error, R>>,
     R: Receiver<S::Value, S::Error>,
 {
-    state: StopWhenState<'a, R>,
+    state: StopWhenState<'a, S::Value, S::Error, R>,
     token: StopToken<'a>,
     sndr: Option<S>,
     child: Option<S::Operation>,
     _pin: PhantomPinned,
 }
 
+/// The child's completion may be handed on by a forwarder, on the thread that requested
+/// stop: the value, the error and the receiver must be `Send`.
 impl<'a, S, R> SenderTo<R> for StopWhen<'a, S>
 where
     S: Sender + SenderTo<StopWhenReceiver<'a, <S as Sender>::Value, <S as Sender>::Error, R>>,
-    R: Receiver<S::Value, S::Error>,
+    S::Value: Send,
+    S::Error: Send,
+    R: Receiver<S::Value, S::Error> + Send,
 {
     type Operation = StopWhenOp<'a, S, R>;
     fn connect(self, receiver: R) -> Self::Operation {
         StopWhenOp {
-            state: StopWhenState { rcvr: UnsafeCell::new(Some(receiver)), merged: UnsafeCell::new(None) },
+            state: StopWhenState {
+                fwd: Forwarding {
+                    source: InplaceStopSource::new(),
+                    flight: AtomicUsize::new(0),
+                    complete: StopWhenState::<'a, S::Value, S::Error, R>::complete_deferred,
+                },
+                links: UnsafeCell::new(None),
+                rcvr: UnsafeCell::new(Some(receiver)),
+                outcome: UnsafeCell::new(None),
+            },
             token: self.token,
             sndr: Some(self.sndr),
             child: None,
@@ -160,15 +282,22 @@ where
         let this = unsafe { self.get_unchecked_mut() };
         let Some(sndr) = this.sndr.take() else { return };
         // SAFETY: the parent env outlives this operation's completion, and `finish` drops
-        // the merged source (deregistering from this token) before completing.
+        // the forwarding callbacks (deregistering from this token) before completing.
         let parent = unsafe { this.state.rcvr().env().stop_token().detach() };
-        // SAFETY: the slot is ours until the child starts; the merged source is pinned in
-        // place inside the pinned operation.
+        let fwd: *const Forwarding = &this.state.fwd;
+        // SAFETY: the slot is ours until the child starts; the callbacks are pinned in
+        // place inside the pinned operation and registered once. `Forward` borrows
+        // nothing: it points into this pinned state, which outlives the callbacks (they
+        // are dropped by `finish`, or with the operation, before the source).
         unsafe {
-            let merged = (*this.state.merged.get()).insert(MergedStopSource::new(parent, this.token));
-            Pin::new_unchecked(merged).register();
+            let links = (*this.state.links.get()).insert(Links {
+                from_parent: RawStopCallback::new(parent, Forward(fwd)),
+                from_token: RawStopCallback::new(this.token, Forward(fwd)),
+            });
+            Pin::new_unchecked(&mut links.from_parent).register();
+            Pin::new_unchecked(&mut links.from_token).register();
         }
-        let rcvr = StopWhenReceiver { state: &this.state, _t: PhantomData };
+        let rcvr = StopWhenReceiver { state: &this.state };
         let child = this.child.insert(sndr.connect(rcvr));
         // SAFETY: pinned in place, started once.
         unsafe { Pin::new_unchecked(child).start() };

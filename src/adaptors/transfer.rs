@@ -110,6 +110,15 @@ where
 {
 }
 
+// SAFETY: a shared reference only reaches the environment (`env`), which is the final
+// receiver's, `Sync` by these bounds; completing takes the receiver by value.
+unsafe impl<Sch: Scheduler, V, E, R: Receiver<V, E> + Sync> Sync for TransferReceiver<Sch, V, E, R>
+where
+    Sch::Sender: SenderTo<TransferHopReceiver<V, E, R>>,
+    R::Env: Sync,
+{
+}
+
 impl<Sch: Scheduler, V, E, R: Receiver<V, E>> TransferReceiver<Sch, V, E, R>
 where
     Sch::Sender: SenderTo<TransferHopReceiver<V, E, R>>,
@@ -342,6 +351,16 @@ where
     R: Receiver<S::Value, S::Error> + Send + Sync,
     R::Env: Sync,
     ChildOp<Sch, S, R>: Send,
+{
+}
+
+// SAFETY: a shared reference only reaches the final receiver's environment (`Sync`); the
+// child sender and operation are reached only through the receiver taken by value.
+unsafe impl<Sch: Scheduler, S, R> Sync for StartsOnHopReceiver<Sch, S, R>
+where
+    S: Sender + SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>,
+    R: Receiver<S::Value, S::Error> + Sync,
+    R::Env: Sync,
 {
 }
 

@@ -430,6 +430,11 @@ where
 {
 }
 
+// SAFETY: a shared reference only reaches the environment (`env`), the final receiver's,
+// `Sync` by these bounds; the value, the kernel and the completion are reached only
+// through the receiver taken by value.
+unsafe impl<V, E, K: Kernel<V, E>, R: Receiver<V, E> + Sync> Sync for PoolBulkReceiver<V, E, K, R> where R::Env: Sync {}
+
 impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> Receiver<V, E> for PoolBulkReceiver<V, E, K, R> {
     type Env = R::Env;
     fn env(&self) -> &R::Env {

@@ -1069,10 +1069,11 @@ where
         let op = unsafe { Self::op(ctx) };
         let c = &op.ctx;
         loop {
-            // An awaited sender stopped or panicked: never resume the future.
-            if c.panicked.load(Ordering::Acquire)
-                && let Some(p) = lock(&c.panic).take()
-            {
+            // An awaited sender stopped or panicked: never resume the future. The guard
+            // is dropped before `finish`, whose completion may free this operation (an
+            // `if let` would keep it alive, and unlock freed memory, after `finish`).
+            let panic = if c.panicked.load(Ordering::Acquire) { lock(&c.panic).take() } else { None };
+            if let Some(p) = panic {
                 // SAFETY: `RUNNING`, and no awaited operation is running.
                 return unsafe { Self::finish(ctx, End::Panic(p)) };
             }
