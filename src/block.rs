@@ -25,7 +25,10 @@
 //!
 //! Under loom, blocks come straight from the global allocator (the thread-local cache is
 //! not modelled); the remote stack, the only shared structure, has its own loom model.
-#![cfg_attr(loom, allow(dead_code))]
+//! `--cfg senders_uncached_blocks` does the same in a normal build, so that a memory
+//! checker sees every block freed and catches a use after free that recycling would hide
+//! (`tools/valgrind.sh` builds the test binaries that way).
+#![cfg_attr(any(loom, senders_uncached_blocks), allow(dead_code))]
 
 use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 use std::ptr::{self, NonNull};
@@ -220,7 +223,7 @@ fn block_of(free: *mut Free) -> *mut u8 {
     free.cast::<u8>().wrapping_sub(HEADER)
 }
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, senders_uncached_blocks)))]
 mod cache {
     use super::*;
     use std::cell::Cell;
@@ -352,7 +355,7 @@ mod cache {
     }
 }
 
-#[cfg(loom)]
+#[cfg(any(loom, senders_uncached_blocks))]
 mod cache {
     use super::*;
 
@@ -369,7 +372,7 @@ mod cache {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(any(loom, senders_uncached_blocks))))]
 mod tests {
     use super::*;
     use std::sync::mpsc;
