@@ -17,6 +17,7 @@
 //! never lost: what was queued runs; what is submitted after shutdown began completes
 //! stopped.
 
+mod deque;
 mod domain;
 mod refs;
 mod registry;
@@ -27,13 +28,12 @@ use std::fmt;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
 
-use crossbeam_deque::Worker;
-
 use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::sync::thread;
+use deque::Worker;
 pub use domain::{
     BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
     SharedKernel,

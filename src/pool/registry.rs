@@ -3,9 +3,9 @@
 use std::cell::Cell;
 use std::ptr;
 
-use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 
+use super::deque::{Injector, Steal, Stealer, Worker};
 use super::refs::{Refs, RegistryRef};
 use super::sleep::Sleep;
 use crate::schedulers::run_loop::AbortOnUnwind;
@@ -167,8 +167,15 @@ impl Registry {
     }
 }
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     static CURRENT: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+}
+
+// Per model thread: loom runs every thread of a model on one OS thread.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static CURRENT: Cell<*const WorkerThread> = Cell::new(ptr::null());
 }
 
 /// A worker thread's own state; lives on its stack for the thread's whole life.
@@ -182,7 +189,12 @@ pub(crate) struct WorkerThread {
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
+#[cfg(not(loom))]
 const SPIN_ROUNDS: usize = 64;
+/// None under loom: every round would multiply the interleavings to explore, and the
+/// sleep protocol must be correct without them.
+#[cfg(loom)]
+const SPIN_ROUNDS: usize = 0;
 
 impl WorkerThread {
     /// The calling thread's worker state, if it is a worker of `registry`.
