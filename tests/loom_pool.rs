@@ -65,4 +65,111 @@ mod whole_pool {
             drop(pool);
         });
     }
+
+    /// (B) The recursive case: a job spawned from outside spawns a child from its
+    /// worker (onto that worker's deque, where the other worker may steal it). Both run
+    /// once and the outside join waits for the child too.
+    #[test]
+    fn a_job_spawns_a_child_from_its_worker() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = CountingScope::new();
+            let tally = Tally::default();
+            let (sch, token, child_tally) = (pool.scheduler(), scope.token(), tally.clone());
+            let parent = schedule(&pool.scheduler()).then(move |()| {
+                let ran = child_tally.ran.clone();
+                assert!(spawn(
+                    schedule(&sch).then(move |()| {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    }),
+                    token
+                ));
+                child_tally.ran.fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(spawn(parent, scope.token()));
+            sync_wait(scope.join()).unwrap();
+            assert_eq!((tally.ran(), tally.stopped()), (2, 0));
+            drop(pool);
+        });
+    }
+
+    /// (C) Another thread requests stop on the scope, then closes it, while this thread
+    /// spawns and joins. A job the scope took completes exactly once, run or stopped;
+    /// the join returns once it has; a refused spawn runs nothing. One spawn: two take
+    /// about 90 s at two preemptions.
+    #[test]
+    fn stop_and_close_race_spawns_and_join() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = Arc::new(CountingScope::new());
+            let tally = Tally::default();
+            let other = {
+                let scope = scope.clone();
+                thread::spawn(move || {
+                    scope.request_stop();
+                    scope.close();
+                })
+            };
+            let taken = (0..1).filter(|_| spawn_counted(&pool.scheduler(), &scope, &tally)).count();
+            sync_wait(scope.join()).unwrap();
+            assert_eq!(tally.ran() + tally.stopped(), taken);
+            other.join().unwrap();
+            drop(pool);
+        });
+    }
+
+    /// (D) The pool is dropped with two jobs still queued (nobody joined yet): shutdown
+    /// runs what was queued before it began, so both run (not stopped), exactly once,
+    /// and a join afterwards returns.
+    #[test]
+    fn dropping_the_pool_runs_queued_work() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = CountingScope::new();
+            let tally = Tally::default();
+            for _ in 0..2 {
+                assert!(spawn_counted(&pool.scheduler(), &scope, &tally));
+            }
+            drop(pool);
+            assert_eq!((tally.ran(), tally.stopped()), (2, 0));
+            sync_wait(scope.join()).unwrap();
+        });
+    }
+
+    /// (E) An outside thread submits while the pool is being dropped. The submission is
+    /// either refused (shutdown had begun: it completes stopped, inline, on the
+    /// submitting thread) or accepted, and then it runs. An accepted job must never be
+    /// left for the dropping thread to complete stopped: a worker exiting on
+    /// `terminating` has to see every push that was accepted before it left.
+    #[test]
+    fn a_submission_racing_shutdown_runs_or_is_refused_inline() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = Arc::new(CountingScope::new());
+            let stopped_elsewhere = Arc::new(AtomicUsize::new(0));
+            let ran = Arc::new(AtomicUsize::new(0));
+            let submitter = {
+                let (sch, scope, ran, elsewhere) =
+                    (pool.scheduler(), scope.clone(), ran.clone(), stopped_elsewhere.clone());
+                thread::spawn(move || {
+                    let me = thread::current().id();
+                    let job = schedule(&sch)
+                        .then(move |()| {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        })
+                        .upon_stopped(move || {
+                            if thread::current().id() != me {
+                                elsewhere.fetch_add(1, Ordering::Relaxed);
+                            }
+                        });
+                    assert!(spawn(job, scope.token()));
+                })
+            };
+            drop(pool);
+            submitter.join().unwrap();
+            sync_wait(scope.join()).unwrap();
+            assert_eq!(stopped_elsewhere.load(Ordering::Relaxed), 0, "an accepted job completed stopped");
+            assert!(ran.load(Ordering::Relaxed) <= 1);
+        });
+    }
 }
