@@ -7,7 +7,7 @@
 //! per-thread and process-wide tables (current worker, shard slots, recycled scope
 //! cores) are per loom thread or per execution.
 //!
-//! Run with `tools/loom.sh loom_pool` (`LOOM_MAX_PREEMPTIONS=2`, release).
+//! Run with `tools/loom.sh whole_pool` (`LOOM_MAX_PREEMPTIONS=2`, release).
 #![cfg(loom)]
 
 mod whole_pool {

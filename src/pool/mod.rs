@@ -15,7 +15,8 @@
 //! **Shutdown.** Dropping the pool stops outside submissions, lets the workers run
 //! every job already queued (in any deque or the injector), and joins them. Work is
 //! never lost: what was queued runs; what is submitted after shutdown began completes
-//! stopped.
+//! stopped. (A worker leaving waits for outside submissions still in flight and looks
+//! once more; `README.md`, "Shutdown".)
 
 mod deque;
 mod domain;

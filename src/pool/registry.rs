@@ -83,7 +83,8 @@ pub(crate) struct Registry {
     /// Set once every worker has exited; jobs that run afterwards complete stopped.
     exited: AtomicBool,
     /// Submissions from outside the pool currently between their `terminating` check
-    /// and their push; shutdown waits for them before draining.
+    /// and the end of their push; an exiting worker, and shutdown before draining, wait
+    /// for them.
     submitting: CachePadded<AtomicUsize>,
     /// Held by a worker that saw `terminating` while it waits for the submissions in
     /// flight and looks for work a last time.
