@@ -93,29 +93,36 @@ mod whole_pool {
         });
     }
 
-    /// (C) Another thread requests stop on the scope, then closes it, while this thread
+    /// (C) Another thread requests stop on the scope, or closes it, while this thread
     /// spawns and joins. A job the scope took completes exactly once, run or stopped;
-    /// the join returns once it has; a refused spawn runs nothing. One spawn: two take
-    /// about 90 s at two preemptions.
-    #[test]
-    fn stop_and_close_race_spawns_and_join() {
-        loom::model(|| {
+    /// the join returns once it has; a refused spawn runs nothing. One spawn, and the
+    /// stop and the close in separate models: together they take about 30 s at two
+    /// preemptions, with two spawns about 90 s.
+    fn scope_call_racing_a_spawn_and_the_join(call: fn(&CountingScope)) {
+        loom::model(move || {
             let pool = StaticThreadPool::new(2).unwrap();
             let scope = Arc::new(CountingScope::new());
             let tally = Tally::default();
             let other = {
                 let scope = scope.clone();
-                thread::spawn(move || {
-                    scope.request_stop();
-                    scope.close();
-                })
+                thread::spawn(move || call(&scope))
             };
-            let taken = (0..1).filter(|_| spawn_counted(&pool.scheduler(), &scope, &tally)).count();
+            let taken = usize::from(spawn_counted(&pool.scheduler(), &scope, &tally));
             sync_wait(scope.join()).unwrap();
             assert_eq!(tally.ran() + tally.stopped(), taken);
             other.join().unwrap();
             drop(pool);
         });
+    }
+
+    #[test]
+    fn stop_request_races_a_spawn_and_the_join() {
+        scope_call_racing_a_spawn_and_the_join(CountingScope::request_stop);
+    }
+
+    #[test]
+    fn close_races_a_spawn_and_the_join() {
+        scope_call_racing_a_spawn_and_the_join(CountingScope::close);
     }
 
     /// (D) The pool is dropped with two jobs still queued (nobody joined yet): shutdown
