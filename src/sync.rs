@@ -88,6 +88,18 @@ mod asymmetric {
     }
 }
 
+/// Where the code relies on the total order of `SeqCst` accesses to different locations
+/// (a store-buffering pattern: each side writes one location, then reads the other), a
+/// `SeqCst` fence under loom and nothing otherwise. Loom 0.7 models `SeqCst` fences but
+/// treats `SeqCst` loads and stores as acquire/release, which would report lost updates
+/// that the real accesses rule out; the fence gives loom the order the accesses already
+/// give the hardware.
+#[inline]
+pub(crate) fn seq_cst_accesses() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// Back off inside a spin loop. Under loom this yields to the model's scheduler, which
 /// is what lets loom explore spin-waits without diverging.
 #[inline]

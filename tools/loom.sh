@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the loom model-checking tests with the CI settings: the integration targets
-# tests/loom_*.rs and the models inside the library, which need crate internals: the
+# tests/loom_*.rs (stop tokens, when_all, and loom_pool: the whole pool with two workers,
+# sleep/wake, shutdown and a counting scope's spawn/stop/join together) and the models
+# inside the library, which need crate internals: the
 # pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs),
 # the spawn_future race (src/scope/future.rs), let_async_scope's error, panic and stop
 # paths (src/scope/let_scope.rs), the sender-as-future block (src/bridge.rs), and the
@@ -8,6 +10,7 @@
 #
 #   tools/loom.sh                  # every loom test target
 #   tools/loom.sh register_races   # extra arguments go to `cargo test` (here: a filter)
+#   tools/loom.sh whole_pool       # only the whole-pool models (tests/loom_pool.rs)
 #
 # LOOM_MAX_PREEMPTIONS defaults to 2 (the CI bound); override it from the environment
 # for a deeper search. The build uses its own target directory, target/loom, so the

@@ -15,8 +15,10 @@
 //! **Shutdown.** Dropping the pool stops outside submissions, lets the workers run
 //! every job already queued (in any deque or the injector), and joins them. Work is
 //! never lost: what was queued runs; what is submitted after shutdown began completes
-//! stopped.
+//! stopped. (A worker leaving waits for outside submissions still in flight and looks
+//! once more; `README.md`, "Shutdown".)
 
+mod deque;
 mod domain;
 mod refs;
 mod registry;
@@ -27,13 +29,12 @@ use std::fmt;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
 
-use crossbeam_deque::Worker;
-
 use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::sync::thread;
+use deque::Worker;
 pub use domain::{
     BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
     SharedKernel,

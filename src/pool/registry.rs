@@ -3,13 +3,13 @@
 use std::cell::Cell;
 use std::ptr;
 
-use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 
+use super::deque::{Injector, Steal, Stealer, Worker};
 use super::refs::{Refs, RegistryRef};
 use super::sleep::Sleep;
 use crate::schedulers::run_loop::AbortOnUnwind;
-use crate::sync::{AtomicBool, AtomicUsize, Ordering, thread};
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
 
 /// A type-erased pointer to a job that lives elsewhere (usually inside a pinned
 /// operation state), with the function that runs it.
@@ -83,8 +83,12 @@ pub(crate) struct Registry {
     /// Set once every worker has exited; jobs that run afterwards complete stopped.
     exited: AtomicBool,
     /// Submissions from outside the pool currently between their `terminating` check
-    /// and their push; shutdown waits for them before draining.
+    /// and the end of their push; an exiting worker, and shutdown before draining, wait
+    /// for them.
     submitting: CachePadded<AtomicUsize>,
+    /// Held by a worker that saw `terminating` while it waits for the submissions in
+    /// flight and looks for work a last time.
+    exiting: Mutex<()>,
     /// How many handles ([`RegistryRef`]) keep this registry alive.
     pub(crate) refs: Refs,
 }
@@ -99,6 +103,7 @@ impl Registry {
             terminating: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             submitting: CachePadded::new(AtomicUsize::new(0)),
+            exiting: Mutex::new(()),
             refs: Refs::new(n),
         }
     }
@@ -122,6 +127,7 @@ impl Registry {
             return true;
         }
         self.submitting.fetch_add(1, Ordering::SeqCst);
+        crate::sync::seq_cst_accesses();
         let accepted = !self.terminating.load(Ordering::SeqCst);
         if accepted {
             self.injector.push(job);
@@ -151,12 +157,21 @@ impl Registry {
         self.exited.load(Ordering::Acquire)
     }
 
-    /// After the workers have exited: completes what was submitted during shutdown.
-    pub(crate) fn drain_after_exit(&self) {
-        self.exited.store(true, Ordering::Release);
+    /// Once `terminating` is seen: waits until no outside submission is between its
+    /// `terminating` check and the end of its push. Every submission accepted before is
+    /// then in the injector, visible to the caller; every later one sees `terminating`
+    /// and is refused. Bounded: a submission in flight only pushes and wakes.
+    fn wait_for_submissions(&self) {
+        crate::sync::seq_cst_accesses();
         while self.submitting.load(Ordering::SeqCst) != 0 {
             crate::sync::spin_wait();
         }
+    }
+
+    /// After the workers have exited: completes what was submitted during shutdown.
+    pub(crate) fn drain_after_exit(&self) {
+        self.exited.store(true, Ordering::Release);
+        self.wait_for_submissions();
         loop {
             match self.injector.steal() {
                 Steal::Success(job) => job.execute(None),
@@ -167,8 +182,15 @@ impl Registry {
     }
 }
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     static CURRENT: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+}
+
+// Per model thread: loom runs every thread of a model on one OS thread.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static CURRENT: Cell<*const WorkerThread> = Cell::new(ptr::null());
 }
 
 /// A worker thread's own state; lives on its stack for the thread's whole life.
@@ -182,7 +204,12 @@ pub(crate) struct WorkerThread {
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
+#[cfg(not(loom))]
 const SPIN_ROUNDS: usize = 64;
+/// None under loom: every round would multiply the interleavings to explore, and the
+/// sleep protocol must be correct without them.
+#[cfg(loom)]
+const SPIN_ROUNDS: usize = 0;
 
 impl WorkerThread {
     /// The calling thread's worker state, if it is a worker of `registry`.
@@ -311,7 +338,23 @@ impl WorkerThread {
                 continue;
             }
             if worker.registry.terminating.load(Ordering::SeqCst) {
-                break;
+                // An outside submission that saw `terminating` false may still be on its
+                // way into the injector, and it must run, not be left to the pool's drop
+                // to complete stopped: wait for those in flight, then look once more
+                // (see README.md, "Shutdown").
+                // One worker at a time: the others block rather than spin beside it.
+                let found = {
+                    let _one = crate::sync::lock(&worker.registry.exiting);
+                    worker.registry.wait_for_submissions();
+                    worker.find_work()
+                };
+                match found {
+                    Some(job) => {
+                        job.execute(Some(&worker));
+                        continue;
+                    }
+                    None => break,
+                }
             }
             let registry = &worker.registry;
             registry.sleep.sleep(index, || registry.has_work());

@@ -23,13 +23,31 @@ pub(crate) struct ScopeCore {
     panic: parking_lot::Mutex<Option<Panic>>,
 }
 
+#[cfg(not(loom))]
 static FREE: parking_lot::Mutex<Vec<&'static ScopeCore>> = parking_lot::Mutex::new(Vec::new());
+
+#[cfg(not(loom))]
+fn free_list() -> parking_lot::MutexGuard<'static, Vec<&'static ScopeCore>> {
+    FREE.lock()
+}
+
+// One free list per loom execution: a core's atomics belong to the execution that made
+// it, so a core must not be handed to the next one (it is leaked instead).
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref FREE: crate::sync::Mutex<Vec<&'static ScopeCore>> = crate::sync::Mutex::new(Vec::new());
+}
+
+#[cfg(loom)]
+fn free_list() -> crate::sync::MutexGuard<'static, Vec<&'static ScopeCore>> {
+    crate::sync::lock(&FREE)
+}
 
 impl ScopeCore {
     /// A fresh or recycled core in the `unused` state, with `shards` worker shards.
     pub(crate) fn acquire(shards: usize) -> &'static ScopeCore {
         let reused = {
-            let mut free = FREE.lock();
+            let mut free = free_list();
             free.iter().position(|c| c.counter.shards() == shards).map(|i| free.swap_remove(i))
         };
         reused.unwrap_or_else(|| {
@@ -66,7 +84,7 @@ impl ScopeCore {
         // is releasing it) can request stop. Stale tokens never touch the source.
         unsafe { self.stop.reset() };
         *self.panic.lock() = None;
-        FREE.lock().push(self);
+        free_list().push(self);
     }
 
     /// Keeps the first panic of spawned work; later ones are dropped.

@@ -10,8 +10,15 @@ use std::cell::Cell;
 
 const NONE: usize = usize::MAX;
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     static SLOT: Cell<usize> = const { Cell::new(NONE) };
+}
+
+// Per model thread: loom runs every thread of a model on one OS thread.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static SLOT: Cell<usize> = Cell::new(NONE);
 }
 
 struct Table {
@@ -19,7 +26,26 @@ struct Table {
     next: usize,
 }
 
+#[cfg(not(loom))]
 static TABLE: parking_lot::Mutex<Table> = parking_lot::Mutex::new(Table { free: Vec::new(), next: 0 });
+
+#[cfg(not(loom))]
+fn table() -> parking_lot::MutexGuard<'static, Table> {
+    TABLE.lock()
+}
+
+// One table per loom execution, under a loom lock: slots handed out in one execution
+// are not seen by the next, and the lock's ordering of a slot's old and new owner is
+// checked like any other.
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref TABLE: crate::sync::Mutex<Table> = crate::sync::Mutex::new(Table { free: Vec::new(), next: 0 });
+}
+
+#[cfg(loom)]
+fn table() -> crate::sync::MutexGuard<'static, Table> {
+    crate::sync::lock(&TABLE)
+}
 
 /// The calling thread's slot, if it is a pool worker.
 #[inline]
@@ -30,7 +56,7 @@ pub(crate) fn current() -> Option<usize> {
 
 /// How many slots exist (the highest ever handed out, plus one).
 pub(crate) fn high_water() -> usize {
-    TABLE.lock().next
+    table().next
 }
 
 /// Holds the calling thread's slot until dropped (on the same thread).
@@ -39,7 +65,7 @@ pub(crate) struct SlotGuard(());
 /// Gives the calling thread the lowest free slot, for as long as the guard lives.
 pub(crate) fn claim() -> SlotGuard {
     let slot = {
-        let mut table = TABLE.lock();
+        let mut table = table();
         match table.free.pop() {
             Some(slot) => slot,
             None => {
@@ -55,7 +81,7 @@ pub(crate) fn claim() -> SlotGuard {
 impl Drop for SlotGuard {
     fn drop(&mut self) {
         let slot = SLOT.with(|s| s.replace(NONE));
-        let mut table = TABLE.lock();
+        let mut table = table();
         table.free.push(slot);
         // Lowest first, so a long-lived program keeps its slots dense.
         table.free.sort_unstable_by(|a, b| b.cmp(a));

@@ -1,0 +1,182 @@
+//! Loom models of the whole pool: a real `StaticThreadPool` with two workers (their
+//! find-work loop, the sleep protocol, shutdown) together with a counting scope's spawn,
+//! stop and join, rather than each protocol alone.
+//!
+//! Under `--cfg loom` the pool's queues are a loom-mutex model of the crossbeam subset
+//! it uses (`src/pool/deque.rs`), workers do not spin before sleeping, and the
+//! per-thread and process-wide tables (current worker, shard slots, recycled scope
+//! cores) are per loom thread or per execution.
+//!
+//! Run with `tools/loom.sh whole_pool` (`LOOM_MAX_PREEMPTIONS=2`, release).
+#![cfg(loom)]
+
+mod whole_pool {
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::thread;
+
+    use senders::{CountingScope, PoolScheduler, SenderExt, StaticThreadPool, schedule, spawn, sync_wait};
+
+    /// What the jobs of a model did: ran their body, or completed stopped.
+    #[derive(Clone, Default)]
+    struct Tally {
+        ran: Arc<AtomicUsize>,
+        stopped: Arc<AtomicUsize>,
+    }
+
+    impl Tally {
+        fn ran(&self) -> usize {
+            self.ran.load(Ordering::Relaxed)
+        }
+        fn stopped(&self) -> usize {
+            self.stopped.load(Ordering::Relaxed)
+        }
+    }
+
+    /// Spawns a `schedule()` on `pool` that counts into `tally` whichever way it
+    /// completes; returns whether the scope took it.
+    fn spawn_counted(sch: &PoolScheduler, scope: &CountingScope, tally: &Tally) -> bool {
+        let (ran, stopped) = (tally.ran.clone(), tally.stopped.clone());
+        spawn(
+            schedule(sch)
+                .then(move |()| {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+                .upon_stopped(move || {
+                    stopped.fetch_add(1, Ordering::Relaxed);
+                }),
+            scope.token(),
+        )
+    }
+
+    /// (A) Two jobs spawned from outside, joined from outside: both run exactly once
+    /// and the join returns (a lost wake-up would leave loom with every thread blocked).
+    #[test]
+    fn outside_spawns_then_join() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = CountingScope::new();
+            let tally = Tally::default();
+            for _ in 0..2 {
+                assert!(spawn_counted(&pool.scheduler(), &scope, &tally));
+            }
+            sync_wait(scope.join()).unwrap();
+            assert_eq!((tally.ran(), tally.stopped()), (2, 0));
+            drop(pool);
+        });
+    }
+
+    /// (B) The recursive case: a job spawned from outside spawns a child from its
+    /// worker (onto that worker's deque, where the other worker may steal it). Both run
+    /// once and the outside join waits for the child too.
+    #[test]
+    fn a_job_spawns_a_child_from_its_worker() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = CountingScope::new();
+            let tally = Tally::default();
+            let (sch, token, child_tally) = (pool.scheduler(), scope.token(), tally.clone());
+            let parent = schedule(&pool.scheduler()).then(move |()| {
+                let ran = child_tally.ran.clone();
+                assert!(spawn(
+                    schedule(&sch).then(move |()| {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    }),
+                    token
+                ));
+                child_tally.ran.fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(spawn(parent, scope.token()));
+            sync_wait(scope.join()).unwrap();
+            assert_eq!((tally.ran(), tally.stopped()), (2, 0));
+            drop(pool);
+        });
+    }
+
+    /// (C) Another thread requests stop on the scope, or closes it, while this thread
+    /// spawns and joins. A job the scope took completes exactly once, run or stopped;
+    /// the join returns once it has; a refused spawn runs nothing. One spawn, and the
+    /// stop and the close in separate models: together they take about 30 s at two
+    /// preemptions, with two spawns about 90 s.
+    fn scope_call_racing_a_spawn_and_the_join(call: fn(&CountingScope)) {
+        loom::model(move || {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = Arc::new(CountingScope::new());
+            let tally = Tally::default();
+            let other = {
+                let scope = scope.clone();
+                thread::spawn(move || call(&scope))
+            };
+            let taken = usize::from(spawn_counted(&pool.scheduler(), &scope, &tally));
+            sync_wait(scope.join()).unwrap();
+            assert_eq!(tally.ran() + tally.stopped(), taken);
+            other.join().unwrap();
+            drop(pool);
+        });
+    }
+
+    #[test]
+    fn stop_request_races_a_spawn_and_the_join() {
+        scope_call_racing_a_spawn_and_the_join(CountingScope::request_stop);
+    }
+
+    #[test]
+    fn close_races_a_spawn_and_the_join() {
+        scope_call_racing_a_spawn_and_the_join(CountingScope::close);
+    }
+
+    /// (D) The pool is dropped with two jobs still queued (nobody joined yet): shutdown
+    /// runs what was queued before it began, so both run (not stopped), exactly once,
+    /// and a join afterwards returns.
+    #[test]
+    fn dropping_the_pool_runs_queued_work() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = CountingScope::new();
+            let tally = Tally::default();
+            for _ in 0..2 {
+                assert!(spawn_counted(&pool.scheduler(), &scope, &tally));
+            }
+            drop(pool);
+            assert_eq!((tally.ran(), tally.stopped()), (2, 0));
+            sync_wait(scope.join()).unwrap();
+        });
+    }
+
+    /// (E) An outside thread submits while the pool is being dropped. The submission is
+    /// either refused (shutdown had begun: it completes stopped, inline, on the
+    /// submitting thread) or accepted, and then it runs. An accepted job must never be
+    /// left for the dropping thread to complete stopped: a worker exiting on
+    /// `terminating` has to see every push that was accepted before it left.
+    #[test]
+    fn a_submission_racing_shutdown_runs_or_is_refused_inline() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = Arc::new(CountingScope::new());
+            let stopped_elsewhere = Arc::new(AtomicUsize::new(0));
+            let ran = Arc::new(AtomicUsize::new(0));
+            let submitter = {
+                let (sch, scope, ran, elsewhere) =
+                    (pool.scheduler(), scope.clone(), ran.clone(), stopped_elsewhere.clone());
+                thread::spawn(move || {
+                    let me = thread::current().id();
+                    let job = schedule(&sch)
+                        .then(move |()| {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        })
+                        .upon_stopped(move || {
+                            if thread::current().id() != me {
+                                elsewhere.fetch_add(1, Ordering::Relaxed);
+                            }
+                        });
+                    assert!(spawn(job, scope.token()));
+                })
+            };
+            drop(pool);
+            submitter.join().unwrap();
+            sync_wait(scope.join()).unwrap();
+            assert_eq!(stopped_elsewhere.load(Ordering::Relaxed), 0, "an accepted job completed stopped");
+            assert!(ran.load(Ordering::Relaxed) <= 1);
+        });
+    }
+}
