@@ -57,6 +57,9 @@
 //! of cases (512 by default here); failures shrink, and the seeds of past failures are
 //! kept in `tests/model_random.proptest-regressions`.
 
+mod common;
+
+use common::payload_message;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use senders::*;
@@ -467,16 +470,6 @@ fn build(n: &Node, sch: &dyn Hops) -> Any {
             })
             .boxed()
         }
-    }
-}
-
-fn payload_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&'static str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string payload>".to_owned()
     }
 }
 
