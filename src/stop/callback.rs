@@ -134,13 +134,16 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
         // Derived from the pointer to the whole struct, so `execute` may cast it back.
         // SAFETY: `this` is valid; this only computes a field address.
         let node: *const Node = unsafe { &raw const (*this).inner }.cast();
+        // Marked registered before the node is published: once `try_add` has linked it,
+        // a stop request on another thread may run the callback, and the callback may
+        // drop this struct there (a sender completing from its stop callback), so this
+        // thread must not touch the struct again (ThreadSanitizer found the late write).
+        // SAFETY: as above.
+        unsafe { (*this).status = Status::Registered };
         // SAFETY: the struct is pinned and its `Drop` removes the node (or it is leaked,
         // and the caller guarantees the callback stays valid); `node` is unlinked and
         // derived from the whole `Inner<C>`, matching `execute::<C>`.
-        if unsafe { source.try_add(node) } {
-            // SAFETY: as above.
-            unsafe { (*this).status = Status::Registered };
-        } else {
+        if !unsafe { source.try_add(node) } {
             // Stop was already requested: run it here and now, on this thread.
             // SAFETY: as above; the node was never shared, so the callback is ours.
             let callback = unsafe {
