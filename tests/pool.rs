@@ -276,7 +276,6 @@ fn many_schedules_from_outside_all_complete() {
     let _serial = serial();
     let pool = StaticThreadPool::new(2).unwrap();
     let count = AtomicUsize::new(0);
-    let t = Instant::now();
     // 4 submitting threads, each 25,000 `schedule()`s, waited one by one.
     thread::scope(|s| {
         for _ in 0..4 {
@@ -291,9 +290,7 @@ fn many_schedules_from_outside_all_complete() {
             });
         }
     });
-    let elapsed = t.elapsed();
     assert_eq!(count.load(Ordering::Relaxed), 100_000);
-    assert!(elapsed < Duration::from_secs(3), "100k schedules took {elapsed:?}");
 }
 
 #[test]
@@ -1022,16 +1019,13 @@ fn pool_and_default_bulk_agree() {
 fn when_all_children_overlap_on_different_workers() {
     let _serial = serial();
     let pool = named_pool(2, "wa");
-    let child = |()| {
-        thread::sleep(Duration::from_millis(200));
-        thread_name()
-    };
-    let t = Instant::now();
+    // Each child waits for the other: both meet only if they run at the same time.
+    let meeting = Meeting::default();
+    let child = |()| (meeting.meet(Duration::from_secs(10)), thread_name());
     let r = sync_wait(starts_on(pool.scheduler(), when_all((just(()).then(child), just(()).then(child)))));
-    let elapsed = t.elapsed();
-    let (a, b) = r.unwrap().unwrap();
+    let ((met_a, a), (met_b, b)) = r.unwrap().unwrap();
+    assert!(met_a && met_b, "the children did not overlap");
     let (a, b) = (a.unwrap(), b.unwrap());
-    assert!(elapsed < Duration::from_millis(380), "the children did not overlap: {elapsed:?}");
     assert!(a.starts_with("wa-") && b.starts_with("wa-"), "{a}, {b}");
     assert_ne!(a, b, "the children ran on the same worker");
 }
