@@ -20,6 +20,8 @@
 
 mod deque;
 mod domain;
+#[cfg(not(loom))]
+mod global;
 mod refs;
 mod registry;
 mod sleep;
@@ -39,6 +41,8 @@ pub use domain::{
     BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
     SharedKernel,
 };
+#[cfg(not(loom))]
+pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use refs::RegistryRef;
 pub(crate) use registry::{JobRef, Registry, WorkerThread};
 
