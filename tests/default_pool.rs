@@ -14,6 +14,9 @@
 //! crate would. Configuring it before first use is tested in `default_pool_config.rs`,
 //! a binary of its own.
 
+// The default pool is not built under `--cfg loom` (see `src/pool/global.rs`).
+#![cfg(not(loom))]
+
 mod common;
 
 use std::collections::HashSet;

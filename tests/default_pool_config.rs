@@ -3,6 +3,9 @@
 //! nothing, `build_global` sets the thread count and keeps the default names, and a
 //! second configuration is refused.
 
+// The default pool is not built under `--cfg loom` (see `src/pool/global.rs`).
+#![cfg(not(loom))]
+
 use std::time::{Duration, Instant};
 
 use senders::{
