@@ -17,6 +17,10 @@
 //! never lost: what was queued runs; what is submitted after shutdown began completes
 //! stopped. (A worker leaving waits for outside submissions still in flight and looks
 //! once more; `README.md`, "Shutdown".)
+//!
+//! **The default pool** (`global.rs`): a process-wide pool started on first use, reached
+//! through `parallel_scheduler()` and `default_pool()`, configured once with
+//! `PoolBuilder::build_global`, and never dropped.
 
 mod deque;
 mod domain;
@@ -168,6 +172,10 @@ impl PoolBuilder {
 /// Its [`scheduler`](Self::scheduler) completes `schedule()` on a worker, and its
 /// [`PoolDomain`] customizes the algorithms it runs. Dropping the pool runs the work
 /// already queued, completes later submissions stopped, and joins the workers.
+///
+/// For parallel work without building a pool, use the process-wide default pool,
+/// `parallel_scheduler()`; its docs (at `default_pool()`) say when a pool of your own is
+/// the better choice.
 pub struct StaticThreadPool {
     registry: RegistryRef,
     threads: Vec<thread::JoinHandle<()>>,
