@@ -71,6 +71,8 @@ pub use pool::{
     BuildError, BulkState, DEFAULT_STACK_SIZE, EachKernel, ForkOnPool, Kernel, PoolBuilder, PoolBulk, PoolBulkEach,
     PoolBulkOp, PoolBulkReceiver, PoolDomain, PoolOp, PoolScheduler, PoolSender, SharedKernel, StaticThreadPool,
 };
+#[cfg(not(loom))]
+pub use pool::{GlobalPoolError, default_pool, parallel_scheduler};
 pub use receiver::Receiver;
 pub use scheduler::{MaybeScheduler, NoScheduler, Scheduler, schedule};
 pub use schedulers::inline::{InlineOp, InlineScheduler, InlineSender};

@@ -17,9 +17,15 @@
 //! never lost: what was queued runs; what is submitted after shutdown began completes
 //! stopped. (A worker leaving waits for outside submissions still in flight and looks
 //! once more; `README.md`, "Shutdown".)
+//!
+//! **The default pool** (`global.rs`): a process-wide pool started on first use, reached
+//! through `parallel_scheduler()` and `default_pool()`, configured once with
+//! `PoolBuilder::build_global`, and never dropped.
 
 mod deque;
 mod domain;
+#[cfg(not(loom))]
+mod global;
 mod refs;
 mod registry;
 mod sleep;
@@ -39,6 +45,8 @@ pub use domain::{
     BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
     SharedKernel,
 };
+#[cfg(not(loom))]
+pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use refs::RegistryRef;
 pub(crate) use registry::{JobRef, Registry, WorkerThread};
 
@@ -164,6 +172,10 @@ impl PoolBuilder {
 /// Its [`scheduler`](Self::scheduler) completes `schedule()` on a worker, and its
 /// [`PoolDomain`] customizes the algorithms it runs. Dropping the pool runs the work
 /// already queued, completes later submissions stopped, and joins the workers.
+///
+/// For parallel work without building a pool, use the process-wide default pool,
+/// `parallel_scheduler()`; its docs (at `default_pool()`) say when a pool of your own is
+/// the better choice.
 pub struct StaticThreadPool {
     registry: RegistryRef,
     threads: Vec<thread::JoinHandle<()>>,
