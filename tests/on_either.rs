@@ -4,7 +4,7 @@
 //! (value, error, stopped, panic) completes back on the receiver's scheduler (sync_wait's
 //! thread, another context, a `let_value` predecessor's); stop requests reach the child,
 //! also before start; a dropped pool refuses the hop (stopped); panicking or refusing
-//! user schedulers on either hop.
+//! user schedulers on either hop, and a panic reading the scheduler to come back to.
 //!
 //! `EitherSender`: `if`/`else` branches of different types on every channel, a recursive
 //! tree on the pool choosing a branch per node, the environment reaching the chosen side,
@@ -170,16 +170,26 @@ enum Flake {
     Panic,
     /// The hop completes `set_stopped`, as a scheduler shutting down does.
     Refuse,
+    /// Once a hop has completed, cloning the scheduler panics (`after` is unused).
+    PanicInClone,
 }
 
 /// A user scheduler that completes inline, and fails as its [`Flake`] says once `after`
 /// schedules have succeeded.
-#[derive(Clone)]
-struct Flaky(Arc<(Flake, usize, AtomicUsize)>);
+struct Flaky(Arc<(Flake, usize, AtomicUsize, AtomicBool)>);
 
 impl Flaky {
     fn new(flake: Flake, after: usize) -> Self {
-        Flaky(Arc::new((flake, after, AtomicUsize::new(0))))
+        Flaky(Arc::new((flake, after, AtomicUsize::new(0), AtomicBool::new(false))))
+    }
+}
+
+impl Clone for Flaky {
+    fn clone(&self) -> Self {
+        if self.0.3.load(Ordering::SeqCst) {
+            panic!("flaky clone");
+        }
+        Flaky(self.0.clone())
     }
 }
 
@@ -193,12 +203,12 @@ impl Scheduler for Flaky {
     type Domain = NoDomain;
     type Sender = FlakySender;
     fn schedule(&self) -> FlakySender {
-        let (flake, after, made) = &*self.0;
+        let (flake, after, made, _) = &*self.0;
         let armed = made.fetch_add(1, Ordering::SeqCst) >= *after;
         if armed && *flake == Flake::Panic {
             panic!("flaky schedule");
         }
-        FlakySender { sch: self.clone(), refuse: armed }
+        FlakySender { sch: self.clone(), refuse: armed && *flake == Flake::Refuse }
     }
 }
 
@@ -221,13 +231,16 @@ impl Sender for FlakySender {
 impl<R: Receiver<(), Infallible>> SenderTo<R> for FlakySender {
     type Operation = FlakyOp<R>;
     fn connect(self, receiver: R) -> FlakyOp<R> {
-        FlakyOp { rcvr: Some(receiver), refuse: self.refuse, _pin: PhantomPinned }
+        let arm_clone = (self.sch.0.0 == Flake::PanicInClone).then_some(self.sch.0);
+        FlakyOp { rcvr: Some(receiver), refuse: self.refuse, arm_clone, _pin: PhantomPinned }
     }
 }
 
 struct FlakyOp<R> {
     rcvr: Option<R>,
     refuse: bool,
+    /// Set before completing, for [`Flake::PanicInClone`].
+    arm_clone: Option<Arc<(Flake, usize, AtomicUsize, AtomicBool)>>,
     _pin: PhantomPinned,
 }
 
@@ -235,6 +248,9 @@ impl<R: Receiver<(), Infallible>> OperationState for FlakyOp<R> {
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: no field is structurally pinned; the receiver is moved out.
         let this = unsafe { self.get_unchecked_mut() };
+        if let Some(arm) = this.arm_clone.take() {
+            arm.3.store(true, Ordering::SeqCst);
+        }
         if let Some(rcvr) = this.rcvr.take() {
             if this.refuse { rcvr.set_stopped() } else { rcvr.set_value(()) }
         }
@@ -276,6 +292,20 @@ fn on_a_refused_hop_back_completes_stopped_but_keeps_a_panic() {
         ))
     });
     assert_eq!(msg, "kept");
+}
+
+#[test]
+fn on_a_panic_reading_the_receivers_scheduler_is_delivered_without_running_the_child() {
+    let pool = named_pool("on-read-back");
+    let ran = AtomicBool::new(false);
+    // starts_on's hop home completes and arms the fault: on's `env().scheduler()` clones
+    // the home scheduler, which panics.
+    let home = Flaky::new(Flake::PanicInClone, 0);
+    let msg = panic_message(|| {
+        sync_wait(starts_on(home, on(pool.scheduler(), just(()).then(|()| ran.store(true, Ordering::SeqCst)))))
+    });
+    assert_eq!(msg, "flaky clone");
+    assert!(!ran.load(Ordering::SeqCst));
 }
 
 // ---------------------------------------------------------------------------------------
