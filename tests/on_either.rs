@@ -19,9 +19,10 @@ use senders::*;
 use std::convert::Infallible;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread::{self, ThreadId};
+use std::time::Duration;
 
 /// A pool of one thread named `name`.
 fn named_pool(name: &'static str) -> StaticThreadPool {
@@ -43,6 +44,75 @@ fn on_runs_the_child_on_sch_and_completes_on_the_receivers_scheduler() {
         sync_wait(on(pool.scheduler(), just(()).then(|()| thread_name())).then(|n| (n, here()))).unwrap().unwrap();
     assert_eq!(ran_on.as_deref(), Some("on-worker"));
     assert_eq!(back, caller, "on completes on sync_wait's run loop thread");
+}
+
+/// The environment of [`Recorder`]: a context's scheduler, a never-stop token.
+struct HomeEnv(SingleThreadScheduler<NoDomain>);
+
+impl Env for HomeEnv {
+    type Scheduler = SingleThreadScheduler<NoDomain>;
+    type Domain = NoDomain;
+    fn scheduler(&self) -> SingleThreadScheduler<NoDomain> {
+        self.0.clone()
+    }
+    fn stop_token(&self) -> StopToken<'_> {
+        StopToken::never()
+    }
+}
+
+/// A receiver whose env's scheduler is `home`'s; it sends its channel and thread name.
+struct Recorder {
+    env: HomeEnv,
+    done: mpsc::Sender<(&'static str, Option<String>)>,
+}
+
+impl Receiver<i32, &'static str> for Recorder {
+    type Env = HomeEnv;
+    fn env(&self) -> &HomeEnv {
+        &self.env
+    }
+    fn set_value(self, _: i32) {
+        self.done.send(("value", thread_name())).unwrap()
+    }
+    fn set_error(self, _: &'static str) {
+        self.done.send(("error", thread_name())).unwrap()
+    }
+    fn set_stopped(self) {
+        self.done.send(("stopped", thread_name())).unwrap()
+    }
+    fn set_panic(self, _: Panic) {
+        self.done.send(("panic", thread_name())).unwrap()
+    }
+}
+
+/// Runs `on(pool, sndr)` under a [`Recorder`] whose scheduler is a context's, and gives
+/// the channel it completed on and the thread it completed on. (A macro: a generic
+/// function would need a bound the trait solver does not normalize.)
+macro_rules! completion_of {
+    ($sndr:expr) => {{
+        let pool = named_pool("on-rec-pool");
+        let home = SingleThreadContext::with_name("on-rec-home");
+        let (done, rx) = mpsc::channel();
+        let rcvr = Recorder { env: HomeEnv(home.scheduler()), done };
+        let mut op = std::pin::pin!(on(pool.scheduler(), $sndr).connect(rcvr));
+        // SAFETY: started once; `op` is not dropped before the completion, which `recv`
+        // waits for (if it never comes, the process aborts rather than unwind past `op`);
+        // the sender borrows nothing.
+        unsafe { op.as_mut().start() };
+        rx.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| {
+            eprintln!("on did not complete: aborting, since its operation may still run");
+            std::process::abort()
+        })
+    }};
+}
+
+#[test]
+fn on_completes_every_channel_on_the_receivers_scheduler() {
+    let home = Some("on-rec-home".to_owned());
+    assert_eq!(completion_of!(just(1).with_error()), ("value", home.clone()));
+    assert_eq!(completion_of!(just_error("no")), ("error", home.clone()));
+    assert_eq!(completion_of!(just_stopped()), ("stopped", home.clone()));
+    assert_eq!(completion_of!(just(()).with_error().then(|()| -> i32 { panic!("boom") })), ("panic", home));
 }
 
 #[test]
