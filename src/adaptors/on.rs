@@ -41,7 +41,9 @@ pub struct On<Sch, S> {
 /// whose environment has [`NoScheduler`] (the receiver of [`spawn`](crate::spawn()), for
 /// instance) does not compile: there is nowhere to come back to, and silently completing
 /// where `sndr` completed would break the one promise `on` makes. Use [`starts_on`] there
-/// (the P3149 examples' `on` is P2999's name for `starts_on`). Under
+/// (the P3149 and P3296 examples' `on` is P2999's name for `starts_on`; under a
+/// `let_async_scope` token, whose work sees the outer scheduler, `on` compiles but adds a
+/// hop back to it). Under
 /// [`sync_wait`](crate::sync_wait()) the scheduler is the waiting thread's run loop; under
 /// `starts_on(other, ..)` it is `other`; inside a `let_value` it is the predecessor's
 /// completion scheduler.
