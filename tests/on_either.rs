@@ -514,3 +514,20 @@ fn either_op_is_not_unpin_even_with_unpin_sides() {
     // Compiles only because `EitherOp` carries its own `PhantomPinned`.
     <EitherOp<u8, u8> as AmbiguousIfUnpin<_>>::check();
 }
+
+#[test]
+fn on_in_work_spawned_under_a_let_async_scope_comes_back_to_the_outer_scheduler() {
+    let pool = named_pool("on-scope-pool");
+    let outer = SingleThreadContext::with_name("on-scope-outer");
+    let seen = std::sync::Mutex::new(Vec::new());
+    let (sch, seen_ref) = (pool.scheduler(), &seen);
+    let work = just(()).let_async_scope(move |tk, ()| {
+        let there = just(()).then(|()| thread_name());
+        spawn(on(sch, there).then(move |t| seen_ref.lock().unwrap().push((t, thread_name()))), tk);
+    });
+    sync_wait(starts_on(outer.scheduler(), work)).unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0.as_deref(), Some("on-scope-pool"));
+    assert_eq!(seen[0].1.as_deref(), Some("on-scope-outer"));
+}
