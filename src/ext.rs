@@ -4,6 +4,7 @@ use std::convert::Infallible;
 
 use crate::adaptors::bulk::{self, BulkOutcome};
 use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
+use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::transfer::{ScheduleFrom, schedule_from};
@@ -293,6 +294,32 @@ pub trait SenderExt: Sender {
     /// (`schedule_from(sch, sndr)`).
     fn continues_on<Sch: Scheduler>(self, sch: Sch) -> ScheduleFrom<Sch, Self> {
         schedule_from(sch, self)
+    }
+
+    /// Wraps this sender as the left side of an [`EitherSender`], so that it and a
+    /// different sender type can be returned from two branches (like
+    /// `futures::FutureExt::left_future`).
+    ///
+    /// ```
+    /// use senders::{SenderExt, just, sync_wait};
+    /// let pick = |big: bool| if big { just(10).left_sender() } else { just(1).then(|x| x + 1).right_sender() };
+    /// assert_eq!(sync_wait(pick(true)).unwrap(), Some(10));
+    /// assert_eq!(sync_wait(pick(false)).unwrap(), Some(2));
+    /// ```
+    fn left_sender<R>(self) -> EitherSender<Self, R> {
+        EitherSender::Left(self)
+    }
+
+    /// Wraps this sender as the right side of an [`EitherSender`]; see
+    /// [`left_sender`](Self::left_sender).
+    ///
+    /// ```
+    /// use senders::{SenderExt, just, just_error, sync_wait};
+    /// let s = if false { just_error::<i32, _>("no").left_sender() } else { just(3).with_error().right_sender() };
+    /// assert_eq!(sync_wait(s), Ok(Some(3)));
+    /// ```
+    fn right_sender<L>(self) -> EitherSender<L, Self> {
+        EitherSender::Right(self)
     }
 
     /// `write_env(sndr, prop)`: `sndr`'s operation sees the user query answered.

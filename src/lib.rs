@@ -39,10 +39,12 @@ pub use adaptors::channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
     StoppedAsOptional, StoppedAsOptionalReceiver, WithError, WithErrorReceiver,
 };
+pub use adaptors::either::{EitherOp, EitherSender};
 pub use adaptors::let_::{
     Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, LetShared, LetState, OnError, OnStopped,
     OnValue,
 };
+pub use adaptors::on::{On, OnOp, on};
 pub use adaptors::stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, StopWhenState, stop_when};
 pub use adaptors::then::{
     Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver,

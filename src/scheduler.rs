@@ -13,8 +13,9 @@ use std::convert::Infallible;
 ///
 /// A panic in a user scheduler's [`schedule`](Self::schedule), in `connect` of its
 /// sender, or in [`is_current`](Self::is_current) is caught where the crate calls them
-/// while an operation runs (`starts_on`, `continues_on`, a counting scope's join, the end
-/// of a `let_async_scope`, a [`Task`](crate::Task) resuming or changing scheduler,
+/// while an operation runs (`starts_on`, `continues_on`, [`on`](crate::on()), a counting
+/// scope's join, the end of a `let_async_scope`, a [`Task`](crate::Task) resuming or
+/// changing scheduler,
 /// [`from_future`](crate::from_future()) hopping to poll) and
 /// becomes the operation's completion (`set_panic`). Two cases are not caught
 /// (`docs/DESIGN.md` §2.6): a `connect` made directly by the caller (at the root, the

@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use senders::{
     CountingScope, CountingToken, EmptyEnv, InlineScheduler, InplaceStopSource, Just, NoDomain, Panic, Receiver,
     RunLoop, RunLoopScheduler, Scheduler, ScopeAssociation, SenderExt, SenderTo, SimpleCountingScope, SimpleToken,
-    SingleThreadContext, SingleThreadScheduler, SpawnFuture, StopToken, SyncWaitReceiver, just, nest, spawn_future,
+    SingleThreadContext, SingleThreadScheduler, SpawnFuture, StopToken, SyncWaitReceiver, just, nest, on, spawn_future,
     starts_on, when_all,
 };
 
@@ -88,6 +88,8 @@ fn senders_are_send_when_their_data_is() {
     assert_send_val(&just(1).continues_on(sch.clone()));
     assert_send_val(&starts_on(sch.clone(), just(1).then(|x: i32| x + 1)));
     assert_send_val(&just(1).let_value(|x: i32| just(x + 1)));
+    assert_send_val(&on(sch.clone(), just(1).then(|x: i32| x + 1)));
+    assert_send_val(&just(1).left_sender::<Just<i32>>());
     assert_send_val(&sch.schedule());
     assert_send_val(&InlineScheduler.schedule());
 }
@@ -111,6 +113,10 @@ fn operation_states_are_send_when_the_receiver_is() {
     assert_send_val(&just(1).continues_on(sch.clone()).connect(Probe));
     assert_send_val(&starts_on(sch.clone(), just(1)).connect(Probe));
     assert_send_val(&just(1).let_value(|x: i32| just(x + 1)).connect(Probe));
+    // `on` needs a scheduler in its receiver's env: `starts_on` provides one.
+    assert_send_val(&starts_on(sch.clone(), on(InlineScheduler, just(1))).connect(Probe));
+    assert_send_val(&just(1).left_sender::<Just<i32>>().connect(Probe));
+    assert_send_val(&just(1).right_sender::<Just<i32>>().connect(Probe));
     assert_send_val(&sch.schedule().connect(Probe));
     assert_send_val(&InlineScheduler.schedule().connect(Probe));
 }

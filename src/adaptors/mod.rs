@@ -1,7 +1,9 @@
 //! Sender adaptors.
 pub(crate) mod bulk;
 pub(crate) mod channels;
+pub(crate) mod either;
 pub(crate) mod let_;
+pub(crate) mod on;
 pub(crate) mod stop_when;
 pub(crate) mod then;
 pub(crate) mod transfer;
