@@ -69,7 +69,9 @@ unsafe fn execute<C: Invoke>(node: *const Node) {
 pub(crate) struct RawStopCallback<'a, C: Invoke> {
     inner: Inner<C>,
     token: StopToken<'a>,
-    status: Status,
+    /// Owner-only, but in a race-checked cell: the callback may drop this struct on the
+    /// requesting thread, so under loom an access racing with that drop is reported.
+    status: UnsafeCell<Status>,
     _pin: PhantomPinned,
 }
 
@@ -87,7 +89,7 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
         RawStopCallback {
             inner: Inner { node: Node::new(execute::<C>), callback: UnsafeCell::new(Some(callback)) },
             token,
-            status: Status::Idle,
+            status: UnsafeCell::new(Status::Idle),
             _pin: PhantomPinned,
         }
     }
@@ -97,11 +99,24 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
         self.token
     }
 
+    /// The registration status. Only the owner calls this (or the thread the callback
+    /// dropped the struct on, after the source's synchronization).
+    fn status(&self) -> Status {
+        // SAFETY: owner-only: no write can run concurrently with this read.
+        self.status.with(|s| unsafe { *s })
+    }
+
+    /// Sets the registration status, as `status`.
+    fn set_status(&self, status: Status) {
+        // SAFETY: owner-only: no other access can run concurrently with this write.
+        self.status.with_mut(|s| unsafe { *s = status })
+    }
+
     /// The callback, while it is not registered yet (`None` afterwards).
     pub(crate) fn callback_mut(self: Pin<&mut Self>) -> Option<&mut C> {
         // SAFETY: nothing is moved out of the pinned struct.
         let this = unsafe { self.get_unchecked_mut() };
-        if this.status != Status::Idle {
+        if this.status() != Status::Idle {
             return None;
         }
         // SAFETY: while idle the node is not shared, so we own the callback, and the
@@ -122,13 +137,13 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
         // a raw pointer, as the node's shared fields may be touched by other threads.
         let this: *mut Self = unsafe { self.get_unchecked_mut() };
         // SAFETY: `this` is valid, and `status` and `token` are owner-only fields.
-        let (status, token) = unsafe { ((*this).status, (*this).token) };
+        let (status, token) = unsafe { ((*this).status(), (*this).token) };
         if status != Status::Idle {
             return;
         }
         let Some(source) = token.source() else {
             // SAFETY: as above.
-            unsafe { (*this).status = Status::Finished };
+            unsafe { (*this).set_status(Status::Finished) };
             return;
         };
         // Derived from the pointer to the whole struct, so `execute` may cast it back.
@@ -139,7 +154,7 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
         // drop this struct there (a sender completing from its stop callback), so this
         // thread must not touch the struct again (ThreadSanitizer found the late write).
         // SAFETY: as above.
-        unsafe { (*this).status = Status::Registered };
+        unsafe { (*this).set_status(Status::Registered) };
         // SAFETY: the struct is pinned and its `Drop` removes the node (or it is leaked,
         // and the caller guarantees the callback stays valid); `node` is unlinked and
         // derived from the whole `Inner<C>`, matching `execute::<C>`.
@@ -147,7 +162,7 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
             // Stop was already requested: run it here and now, on this thread.
             // SAFETY: as above; the node was never shared, so the callback is ours.
             let callback = unsafe {
-                (*this).status = Status::Finished;
+                (*this).set_status(Status::Finished);
                 (*this).inner.callback.with_mut(|c| (*c).take())
             };
             if let Some(callback) = callback {
@@ -159,7 +174,7 @@ impl<'a, C: Invoke> RawStopCallback<'a, C> {
 
 impl<C: Invoke> Drop for RawStopCallback<'_, C> {
     fn drop(&mut self) {
-        if self.status == Status::Registered {
+        if self.status() == Status::Registered {
             let this: *const Self = self;
             // Derived exactly as in `register`.
             // SAFETY: `this` is valid; this only computes a field address.
@@ -179,7 +194,10 @@ impl<C: Invoke> Drop for RawStopCallback<'_, C> {
 
 impl<C: Invoke> fmt::Debug for RawStopCallback<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StopCallback").field("token", &self.token).field("status", &self.status).finish_non_exhaustive()
+        f.debug_struct("StopCallback")
+            .field("token", &self.token)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
     }
 }
 
