@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the loom model-checking tests with the CI settings: the integration targets
-# tests/loom_*.rs (stop tokens, when_all, and loom_pool: the whole pool with two workers,
+# tests/loom_*.rs (stop tokens, when_all, stop_when's forwarding, and loom_pool: the whole pool with two workers,
 # sleep/wake, shutdown and a counting scope's spawn/stop/join together) and the models
 # inside the library, which need crate internals: the
 # pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs),
