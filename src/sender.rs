@@ -23,10 +23,10 @@ pub trait Sender: Sized {
     type Error;
     /// Whether this sender may complete with `set_stopped`.
     const SENDS_STOPPED: bool;
-    /// The domain of this sender's completion ([`NoDomain`](crate::NoDomain) if unknown);
+    /// The domain of this sender's completion ([`NoDomain`](crate::domain::NoDomain) if unknown);
     /// used for early customization and first in late customization.
     type Domain: MaybeDomain;
-    /// The scheduler this sender completes on ([`NoScheduler`](crate::NoScheduler) if
+    /// The scheduler this sender completes on ([`NoScheduler`](crate::schedulers::NoScheduler) if
     /// unknown): `get_completion_scheduler<set_value_t>`.
     type CompletionScheduler: MaybeScheduler;
 
