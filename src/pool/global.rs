@@ -173,7 +173,8 @@ impl PoolBuilder {
     /// the default pool is then not started.
     ///
     /// ```
-    /// use senders::{BuildError, GlobalPoolError, StaticThreadPool, default_pool};
+    /// use senders::pool::GlobalPoolError;
+    /// use senders::{BuildError, StaticThreadPool, default_pool};
     ///
     /// // Zero threads is refused, and starts nothing.
     /// let zero = StaticThreadPool::builder().num_threads(0).build_global();
