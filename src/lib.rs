@@ -27,7 +27,7 @@
 //! tokens. The crate root holds the same names and the traits implemented rather than
 //! called. The types the adaptors return, their receivers and operation states live in
 //! modules named after the architecture: [`adaptors`], [`factories`], [`consumers`],
-//! [`schedulers`], [`pool`], [`scope`], [`task`], [`stop`], [`env`], [`domain`], [`any`]
+//! [`schedulers`], [`pool`], [`scope`], [`task`], [`stop`], [`env`](mod@env), [`domain`], [`any`]
 //! and [`bridge`].
 //!
 //! # A tree on the pool, borrowed
