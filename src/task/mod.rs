@@ -418,7 +418,7 @@ impl TaskCtx {
 /// environment (a crate-private query, [`HomeKey`]), so nested tasks never materialize
 /// an erased scheduler to decide where to resume.
 #[derive(Clone, Copy)]
-pub struct HomeInfo {
+pub(crate) struct HomeInfo {
     /// The root task's operation.
     data: *const (),
     /// Whether the calling thread runs on the root's scheduler.
@@ -436,7 +436,7 @@ unsafe impl Sync for HomeInfo {}
 
 /// The key of the crate-private query by which a child task finds its parent's
 /// [`HomeInfo`] in its environment.
-pub struct HomeKey;
+pub(crate) struct HomeKey;
 
 /// What clones of the task's waker hold: the task while it lives.
 struct WakeHandle {
