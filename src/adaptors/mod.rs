@@ -23,19 +23,16 @@ pub use channels::{
     StoppedAsOptional, StoppedAsOptionalReceiver, WithError, WithErrorReceiver,
 };
 pub use either::{EitherOp, EitherSender};
-pub use let_::{
-    Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, LetShared, LetState, OnError, OnStopped,
-    OnValue,
-};
+pub use let_::{Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, OnError, OnStopped, OnValue};
 pub use on::{On, OnOp, on};
-pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, StopWhenState, stop_when};
+pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use transfer::{
-    ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, StartsOnShared,
-    StartsOnState, TransferCore, TransferHopReceiver, TransferReceiver, TransferState, schedule_from, starts_on,
+    ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, TransferCore,
+    TransferHopReceiver, TransferReceiver, schedule_from, starts_on,
 };
 pub use when_all::{
-    ConnectTuple, DomainFold, ForwardStop, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy,
-    WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, start_erased, when_all, when_all_with_variant,
+    ConnectTuple, DomainFold, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy, WhenAll,
+    WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_with_variant,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};

@@ -42,8 +42,7 @@ use crate::sender::{OperationState, Sender, SenderTo};
 use crate::sync::thread;
 use deque::Worker;
 pub use domain::{
-    BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
-    SharedKernel,
+    EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain, SharedKernel,
 };
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};

@@ -336,7 +336,7 @@ where
 
 /// The part of a join operation its hop receiver completes (it does not name the hop's
 /// operation type, which would make the receiver's trait bounds cyclic).
-pub struct JoinShared<R> {
+pub(crate) struct JoinShared<R> {
     core: &'static ScopeCore,
     rcvr: UnsafeCell<Option<R>>,
 }

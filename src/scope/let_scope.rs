@@ -162,7 +162,7 @@ where
 }
 
 /// The part of a `let_async_scope` operation that tokens and associations point to.
-pub struct LetScopeShared<Sch, E> {
+pub(crate) struct LetScopeShared<Sch, E> {
     core: &'static ScopeCore,
     generation: u64,
     sched: Sch,
@@ -560,7 +560,7 @@ type SecondOp<S2, Sch, E, R> = <Second<S2, E> as SenderTo<LetResult<Sch, E, V2<S
 type HopOp<S2, Sch, E, R> = <Sch as HopTo<LetHop<Sch, E, V2<S2, E>, R>>>::Op;
 
 /// The state the predecessor's receiver works on.
-pub struct LetScopeState<S: Sender, F, Sch, S2, R>
+pub(crate) struct LetScopeState<S: Sender, F, Sch, S2, R>
 where
     S2: IntoScopeSender<S::Error>,
     Second<S2, S::Error>: SenderTo<LetResult<Sch, S::Error, V2<S2, S::Error>, R>>,

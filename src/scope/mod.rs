@@ -14,13 +14,13 @@ mod token;
 pub use crate::spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};
 pub use counter::ScopeState;
 pub use counting::{
-    CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, JoinShared, ScopeAssociation,
-    SimpleCountingScope, SimpleToken,
+    CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, ScopeAssociation, SimpleCountingScope,
+    SimpleToken,
 };
 pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
     HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetForwardStop, LetHop, LetResult, LetScopeFirst,
-    LetScopeOp, LetScopeShared, LetScopeState, LetScopeToken, LetTail, NoHop, let_async_scope,
+    LetScopeOp, LetScopeToken, LetTail, NoHop, let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
 pub use token::{Association, ScopeLifetime, ScopeToken};

@@ -499,7 +499,7 @@ unsafe fn raw_drop(_: *const ()) {}
 
 /// A registered awaited operation, linked in the task's pending list.
 #[repr(C)]
-pub struct AwaitNode {
+pub(crate) struct AwaitNode {
     next: *mut AwaitNode,
     /// Starts the operation of the `Awaited` this node heads.
     start: unsafe fn(*mut AwaitNode),
