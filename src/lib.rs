@@ -22,13 +22,13 @@
 //!   rayon.
 //! - `cargo test`: the tests.
 //!
-//! `use senders::prelude::*;` brings in what a program types: the traits whose methods it
-//! calls, the factories and adaptor functions, the schedulers, scopes, `Task` and stop
-//! tokens. The crate root holds the same names and the traits implemented rather than
-//! called. The types the adaptors return, their receivers and operation states live in
-//! modules named after the architecture: [`adaptors`], [`factories`], [`consumers`],
-//! [`schedulers`], [`pool`], [`scope`], [`task`], [`stop`], [`env`](mod@env), [`domain`], [`any`]
-//! and [`bridge`].
+//! `use senders::prelude::*;` brings in what a program types: the traits whose methods
+//! it calls, the factories and adaptor functions, the schedulers, scopes and their
+//! tokens, `Task` and stop tokens. The crate root holds the same names, and the traits
+//! implemented rather than called. The types the adaptors return, their receivers and
+//! operation states live in modules named after the architecture: [`adaptors`],
+//! [`factories`], [`consumers`], [`schedulers`], [`pool`], [`scope`], [`task`],
+//! [`stop`], [`env`](mod@env), [`domain`], [`any`] and [`bridge`].
 //!
 //! # A tree on the pool, borrowed
 //!
@@ -38,7 +38,6 @@
 //!
 //! ```
 //! use senders::prelude::*;
-//! use senders::{LetScopeToken, PoolScheduler};
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! struct Tree { value: u64, children: Vec<Tree> }
