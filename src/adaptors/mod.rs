@@ -28,8 +28,8 @@ pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use transfer::{
-    ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, TransferCore,
-    TransferHopReceiver, TransferReceiver, schedule_from, starts_on,
+    ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, TransferHopReceiver,
+    TransferReceiver, schedule_from, starts_on,
 };
 pub use when_all::{
     ConnectTuple, DomainFold, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy, WhenAll,

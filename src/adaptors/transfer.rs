@@ -27,7 +27,7 @@ enum Outcome<V, E> {
 }
 
 /// The final receiver and, once the predecessor is done, its outcome.
-pub struct TransferCore<V, E, R> {
+pub(crate) struct TransferCore<V, E, R> {
     rcvr: UnsafeCell<Option<R>>,
     outcome: UnsafeCell<Option<Outcome<V, E>>>,
 }

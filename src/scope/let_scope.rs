@@ -209,7 +209,7 @@ impl<Sch, E> LetScopeShared<Sch, E> {
 /// core, inside the core's own `request_stop`, which would go on using the released core.
 /// Once the scope is joined it fails to associate and forwards nothing (nothing is left
 /// to stop).
-pub struct LetForwardStop {
+pub(crate) struct LetForwardStop {
     shared: *const (),
     forward: unsafe fn(*const ()),
 }
@@ -432,7 +432,7 @@ impl OperationState for NoHop {
 
 /// What the final completion needs; the hop's receiver points here (it cannot name the
 /// hop's own operation type).
-pub struct LetTail<Sch, E, V2, R> {
+pub(crate) struct LetTail<Sch, E, V2, R> {
     rcvr: UnsafeCell<Option<R>>,
     shared: UnsafeCell<Option<LetScopeShared<Sch, E>>>,
     /// The returned sender's completion: `Some(v)` for a value, `None` for stopped.

@@ -19,8 +19,8 @@ pub use counting::{
 };
 pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
-    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetForwardStop, LetHop, LetResult, LetScopeFirst,
-    LetScopeOp, LetScopeToken, LetTail, NoHop, let_async_scope,
+    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
+    NoHop, let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
 pub use token::{Association, ScopeLifetime, ScopeToken};
