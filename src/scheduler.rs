@@ -70,7 +70,15 @@ impl<T: Scheduler> MaybeScheduler for T {
     }
 }
 
-/// The sender of `schedule(sch)`.
+/// The sender of `schedule(sch)`: it completes with `()` on the scheduler's execution
+/// resource.
+///
+/// ```
+/// use senders::{SenderExt, SingleThreadContext, schedule, sync_wait};
+/// let ctx = SingleThreadContext::with_name("worker");
+/// let name = schedule(&ctx.scheduler()).then(|()| std::thread::current().name().map(String::from));
+/// assert_eq!(sync_wait(name).unwrap(), Some(Some("worker".to_string())));
+/// ```
 pub fn schedule<S: Scheduler>(scheduler: &S) -> S::Sender {
     scheduler.schedule()
 }

@@ -657,6 +657,11 @@ pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::Earl
 
 /// `when_all_with_variant`: since every sender here has exactly one value type,
 /// `into_variant` is the identity and this is [`when_all`].
+///
+/// ```
+/// use senders::{just, sync_wait, when_all_with_variant};
+/// assert_eq!(sync_wait(when_all_with_variant((just(1), just('b')))).unwrap(), Some((1, 'b')));
+/// ```
 pub fn when_all_with_variant<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
     when_all(children)
 }

@@ -175,6 +175,14 @@ impl PoolBuilder {
 /// For parallel work without building a pool, use the process-wide default pool,
 /// `parallel_scheduler()`; its docs (at `default_pool()`) say when a pool of your own is
 /// the better choice.
+///
+/// ```
+/// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait, when_all};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let sch = pool.scheduler();
+/// let work = when_all((schedule(&sch).then(|()| 20), schedule(&sch).then(|()| 22))).then(|(a, b)| a + b);
+/// assert_eq!(sync_wait(work).unwrap(), Some(42));
+/// ```
 pub struct StaticThreadPool {
     registry: RegistryRef,
     threads: Vec<thread::JoinHandle<()>>,
@@ -231,6 +239,14 @@ impl Drop for StaticThreadPool {
 }
 
 /// The scheduler of a [`StaticThreadPool`]; its domain is [`PoolDomain`].
+///
+/// ```
+/// use senders::{Scheduler, SenderExt, StaticThreadPool, just, starts_on, sync_wait};
+/// let pool = StaticThreadPool::new(1).unwrap();
+/// let sch = pool.scheduler();
+/// let on_pool = starts_on(sch.clone(), just(()).then(move |()| sch.is_current()));
+/// assert_eq!(sync_wait(on_pool).unwrap(), Some(true));
+/// ```
 #[derive(Clone)]
 pub struct PoolScheduler {
     registry: RegistryRef,

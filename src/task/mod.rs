@@ -536,6 +536,12 @@ where
 
 /// Awaits `sndr` inside a [`Task`]. `.await` on the crate's senders does this; use it for
 /// senders of other crates (or call [`SenderExt::awaited`](crate::SenderExt::awaited)).
+///
+/// ```
+/// use senders::{Task, awaited, just, sync_wait};
+/// let task: Task<'_, i32> = Task::new(async { Ok(awaited(just(41)).await? + 1) });
+/// assert_eq!(sync_wait(task).unwrap(), Some(42));
+/// ```
 pub fn awaited<S>(sndr: S) -> Awaited<S>
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
