@@ -81,6 +81,15 @@ impl Env for EmptyEnv {
 }
 
 /// The `get_scheduler` query, for [`read_env`](crate::read_env).
+///
+/// ```
+/// use senders::{GetScheduler, SenderExt, SingleThreadContext, SingleThreadScheduler, read_env, starts_on, sync_wait};
+/// let ctx = SingleThreadContext::new();
+/// let sch = ctx.scheduler();
+/// let expected = sch.clone();
+/// let there = read_env(GetScheduler).then(move |s: SingleThreadScheduler<_>| s == expected);
+/// assert_eq!(sync_wait(starts_on(sch, there)).unwrap(), Some(true));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GetScheduler;
 

@@ -50,6 +50,11 @@ pub(crate) use refs::RegistryRef;
 pub(crate) use registry::{JobRef, Registry, WorkerThread};
 
 /// Why a pool could not be built.
+///
+/// ```
+/// use senders::{BuildError, StaticThreadPool};
+/// assert!(matches!(StaticThreadPool::new(0), Err(BuildError::ZeroThreads)));
+/// ```
 #[derive(Debug)]
 pub enum BuildError {
     /// A pool needs at least one thread.
