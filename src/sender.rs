@@ -53,6 +53,8 @@ pub trait SenderTo<R: Receiver<Self::Value, Self::Error>>: Sender {
 /// Operation states are pinned before they start and are usually intrusive: child
 /// operation states and queue nodes live inside their parent, so a running operation
 /// allocates nothing.
+///
+/// [`Receiver`]'s example connects a sender and starts its operation by hand.
 pub trait OperationState {
     /// Starts the operation. It completes by calling exactly one completion method of
     /// its receiver, on this thread (inline) or later on another one.
