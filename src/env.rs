@@ -21,6 +21,11 @@ use crate::stop::StopToken;
 
 /// An environment: the answers a receiver gives to queries from the operation it is
 /// connected to.
+///
+/// ```
+/// use senders::{EmptyEnv, Env};
+/// assert!(!EmptyEnv.stop_token().stop_possible());
+/// ```
 pub trait Env {
     /// The current scheduler (`get_scheduler`), or [`NoScheduler`].
     type Scheduler: MaybeScheduler;
@@ -56,6 +61,13 @@ pub trait Query: 'static {
 }
 
 /// Typed access to user queries.
+///
+/// ```
+/// use senders::{EmptyEnv, EnvExt, Query};
+/// struct Tenant;
+/// impl Query for Tenant { type Value = &'static str; }
+/// assert_eq!(EmptyEnv.get::<Tenant>(), None);
+/// ```
 pub trait EnvExt: Env {
     /// The answer to the user query `Q`, if any layer of the environment provides it.
     fn get<Q: Query>(&self) -> Option<&Q::Value> {
@@ -65,7 +77,7 @@ pub trait EnvExt: Env {
 impl<E: Env + ?Sized> EnvExt for E {}
 
 /// The environment with no scheduler, no domain, a never-stop token and no user
-/// queries.
+/// queries. [`Receiver`](crate::Receiver)'s example uses it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmptyEnv;
 

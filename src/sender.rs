@@ -16,6 +16,14 @@ use crate::scheduler::MaybeScheduler;
 ///
 /// The attributes of P2300's `get_env(sndr)` are the sender's [`Domain`](Self::Domain)
 /// (`get_domain`, or the completion domain) and its completion scheduler.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use senders::{Sender, just, just_error};
+/// fn completes_with<S: Sender<Value = V, Error = E>, V, E>(_: &S) {}
+/// completes_with::<_, i32, Infallible>(&just(1));
+/// completes_with::<_, (), &str>(&just_error("no"));
+/// ```
 pub trait Sender: Sized {
     /// The value this sender completes with.
     type Value;
@@ -39,6 +47,7 @@ pub trait Sender: Sized {
 /// Connecting is where late customization happens: the customizable algorithms
 /// (`then`, `bulk`, `when_all`) ask the domain found from the sender and `R`'s
 /// environment to transform them before they build their operation state.
+/// [`Receiver`]'s example connects a sender by hand.
 pub trait SenderTo<R: Receiver<Self::Value, Self::Error>>: Sender {
     /// The operation state `connect` produces.
     type Operation: OperationState;
