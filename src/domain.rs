@@ -152,6 +152,7 @@ macro_rules! default_transforms {
 }
 
 /// The domain used when no other is known: every algorithm gets its standard lowering.
+/// [`GetDomain`](crate::GetDomain)'s example reads it from `sync_wait`'s environment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DefaultDomain;
 

@@ -106,6 +106,11 @@ impl Env for EmptyEnv {
 pub struct GetScheduler;
 
 /// The `get_domain` query, for [`read_env`](crate::read_env).
+///
+/// ```
+/// use senders::{DefaultDomain, GetDomain, read_env, sync_wait};
+/// assert_eq!(sync_wait(read_env(GetDomain)).unwrap(), Some(DefaultDomain));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GetDomain;
 
