@@ -5,8 +5,9 @@
 //! scopes and their tokens; `Task`; the erased and either senders; and the stop tokens.
 //! Everything here is also at the crate root, which adds the traits implemented rather
 //! than called (`Receiver`, `OperationState`, `SenderTo`, `Query`, `Domain`,
-//! `ScopeToken`) and the names of the environment and domain defaults (`EmptyEnv`,
-//! `GetScheduler`, `GetDomain`, `DefaultDomain`, `prop`).
+//! `ScopeToken`), the environment and domain names (`EmptyEnv`, `GetScheduler`,
+//! `GetDomain`, `DefaultDomain`, `prop`), the schedulers' own names (`RunLoopScheduler`,
+//! `SingleThreadScheduler`) and the pool's builder (`PoolBuilder`, `BuildError`).
 
 pub use crate::{
     AnySender, CountingScope, CountingToken, EitherSender, Env, EnvExt, InlineScheduler, InplaceStopSource,
