@@ -52,8 +52,8 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use rayon::prelude::*;
 use senders::{
-    AnySender, EmptyEnv, NoDomain, NoScheduler, OperationState, Panic, PoolOp, PoolScheduler, Receiver, Scheduler,
-    Sender, SenderExt, SenderTo, StaticThreadPool, just, starts_on, sync_wait, when_all,
+    AnySender, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler, Sender, SenderExt, SenderTo,
+    StaticThreadPool, domain::NoDomain, just, pool::PoolOp, schedulers::NoScheduler, starts_on, sync_wait, when_all,
 };
 
 /// Workers in both pools.

@@ -43,8 +43,8 @@ use std::time::Instant;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use senders::{
-    CounterKind, CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, SenderExt, Spawnable,
-    StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
+    CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, SenderExt, Spawnable, StaticThreadPool,
+    just, schedule, scope::CounterKind, spawn, starts_on, sync_wait,
 };
 
 /// Workers in every pool.

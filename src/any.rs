@@ -31,7 +31,7 @@ use crate::stop::StopToken;
 // The erased receiver
 
 /// The real receiver's functions, for one receiver type.
-pub struct RcvrVTable<V, E, Sch> {
+pub(crate) struct RcvrVTable<V, E, Sch> {
     set_value: unsafe fn(*const (), V),
     set_error: unsafe fn(*const (), E),
     set_stopped: unsafe fn(*const ()),

@@ -105,34 +105,34 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
 macro_rules! default_transforms {
     ($($algo:ident),* $(,)?) => { $( $crate::default_transforms!(@one $algo); )* };
     (@one then) => {
-        type Then<S: $crate::Sender, F: $crate::ThenFn<S::Value>> = $crate::ThenImpl<S, F>;
-        fn transform_then<S: $crate::Sender, F: $crate::ThenFn<S::Value>, E: $crate::Env>(
+        type Then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>> = $crate::adaptors::ThenImpl<S, F>;
+        fn transform_then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>, E: $crate::Env>(
             self,
-            sndr: $crate::Then<S, F>,
+            sndr: $crate::adaptors::Then<S, F>,
             _env: ::core::option::Option<&E>,
-        ) -> $crate::ThenImpl<S, F> {
+        ) -> $crate::adaptors::ThenImpl<S, F> {
             sndr.lower()
         }
     };
     (@one bulk) => {
-        type Bulk<S: $crate::Sender, F: $crate::BulkFn<S::Value, S::Error>> = $crate::BulkImpl<S, F>;
-        fn transform_bulk<S: $crate::Sender, F: $crate::BulkFn<S::Value, S::Error>, E: $crate::Env>(
+        type Bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>> = $crate::adaptors::BulkImpl<S, F>;
+        fn transform_bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>, E: $crate::Env>(
             self,
-            sndr: $crate::Bulk<S, F>,
+            sndr: $crate::adaptors::Bulk<S, F>,
             _env: ::core::option::Option<&E>,
-        ) -> $crate::BulkImpl<S, F> {
+        ) -> $crate::adaptors::BulkImpl<S, F> {
             sndr.lower()
         }
     };
     (@one bulk_each) => {
-        type BulkEach<S: $crate::Sender, T, F: $crate::BulkEachFn<T, S::Error>> = $crate::BulkEachImpl<S, T, F>
+        type BulkEach<S: $crate::Sender, T, F: $crate::adaptors::BulkEachFn<T, S::Error>> = $crate::adaptors::BulkEachImpl<S, T, F>
         where
             S::Value: ::core::convert::AsMut<[T]>;
-        fn transform_bulk_each<S: $crate::Sender, T, F: $crate::BulkEachFn<T, S::Error>, E: $crate::Env>(
+        fn transform_bulk_each<S: $crate::Sender, T, F: $crate::adaptors::BulkEachFn<T, S::Error>, E: $crate::Env>(
             self,
-            sndr: $crate::BulkEach<S, T, F>,
+            sndr: $crate::adaptors::BulkEach<S, T, F>,
             _env: ::core::option::Option<&E>,
-        ) -> $crate::BulkEachImpl<S, T, F>
+        ) -> $crate::adaptors::BulkEachImpl<S, T, F>
         where
             S::Value: ::core::convert::AsMut<[T]>,
         {
@@ -140,18 +140,19 @@ macro_rules! default_transforms {
         }
     };
     (@one when_all) => {
-        type WhenAll<C: $crate::SenderTuple> = $crate::WhenAllImpl<C>;
-        fn transform_when_all<C: $crate::SenderTuple, E: $crate::Env>(
+        type WhenAll<C: $crate::adaptors::SenderTuple> = $crate::adaptors::WhenAllImpl<C>;
+        fn transform_when_all<C: $crate::adaptors::SenderTuple, E: $crate::Env>(
             self,
-            sndr: $crate::WhenAll<C>,
+            sndr: $crate::adaptors::WhenAll<C>,
             _env: ::core::option::Option<&E>,
-        ) -> $crate::WhenAllImpl<C> {
+        ) -> $crate::adaptors::WhenAllImpl<C> {
             sndr.lower()
         }
     };
 }
 
 /// The domain used when no other is known: every algorithm gets its standard lowering.
+/// [`GetDomain`](crate::GetDomain)'s example reads it from `sync_wait`'s environment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DefaultDomain;
 

@@ -21,6 +21,11 @@ use crate::stop::StopToken;
 
 /// An environment: the answers a receiver gives to queries from the operation it is
 /// connected to.
+///
+/// ```
+/// use senders::{EmptyEnv, Env};
+/// assert!(!EmptyEnv.stop_token().stop_possible());
+/// ```
 pub trait Env {
     /// The current scheduler (`get_scheduler`), or [`NoScheduler`].
     type Scheduler: MaybeScheduler;
@@ -56,6 +61,13 @@ pub trait Query: 'static {
 }
 
 /// Typed access to user queries.
+///
+/// ```
+/// use senders::{EmptyEnv, EnvExt, Query};
+/// struct Tenant;
+/// impl Query for Tenant { type Value = &'static str; }
+/// assert_eq!(EmptyEnv.get::<Tenant>(), None);
+/// ```
 pub trait EnvExt: Env {
     /// The answer to the user query `Q`, if any layer of the environment provides it.
     fn get<Q: Query>(&self) -> Option<&Q::Value> {
@@ -65,7 +77,7 @@ pub trait EnvExt: Env {
 impl<E: Env + ?Sized> EnvExt for E {}
 
 /// The environment with no scheduler, no domain, a never-stop token and no user
-/// queries.
+/// queries. [`Receiver`](crate::Receiver)'s example uses it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmptyEnv;
 
@@ -81,10 +93,24 @@ impl Env for EmptyEnv {
 }
 
 /// The `get_scheduler` query, for [`read_env`](crate::read_env).
+///
+/// ```
+/// use senders::{GetScheduler, SenderExt, SingleThreadContext, SingleThreadScheduler, read_env, starts_on, sync_wait};
+/// let ctx = SingleThreadContext::new();
+/// let sch = ctx.scheduler();
+/// let expected = sch.clone();
+/// let there = read_env(GetScheduler).then(move |s: SingleThreadScheduler<_>| s == expected);
+/// assert_eq!(sync_wait(starts_on(sch, there)).unwrap(), Some(true));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GetScheduler;
 
 /// The `get_domain` query, for [`read_env`](crate::read_env).
+///
+/// ```
+/// use senders::{DefaultDomain, GetDomain, read_env, sync_wait};
+/// assert_eq!(sync_wait(read_env(GetDomain)).unwrap(), Some(DefaultDomain));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GetDomain;
 

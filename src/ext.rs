@@ -22,6 +22,12 @@ use crate::task::{AwaitRcvr, Awaited};
 /// Adaptor methods for every [`Sender`]. Each returns a named `#[must_use]` sender type
 /// (or, for the customizable algorithms, whatever the predecessor's domain turns the
 /// default one into).
+///
+/// ```
+/// use senders::{SenderExt, just, sync_wait};
+/// let work = just("20").then(|s| s.parse::<i32>().unwrap() + 1).let_value(|n| just(n * 2));
+/// assert_eq!(sync_wait(work), Ok(Some(42)));
+/// ```
 pub trait SenderExt: Sender {
     /// `then(sndr, f)`: completes with `f(value)`. Customizable by domains.
     ///

@@ -13,6 +13,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 ///
 /// It travels through the completion graph on the panic channel until a consumer
 /// re-raises it with [`Panic::resume`] (as `sync_wait` does) or stores it.
+///
+/// ```
+/// use senders::{SenderExt, just, sync_wait};
+/// let resumed = std::panic::catch_unwind(|| sync_wait(just(()).then(|()| panic!("boom"))));
+/// assert_eq!(resumed.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
+/// ```
 pub struct Panic(Box<dyn Any + Send + 'static>);
 
 impl Panic {

@@ -18,6 +18,31 @@ use crate::panic::Panic;
 /// Completion methods must not unwind. They run inside other operations' code paths
 /// (often on pool threads) where an unwind would skip the completion of a parent;
 /// the crate's own receivers never unwind because they catch panics of user code.
+///
+/// A receiver that stores the value, connected by hand (`sync_wait` does this for you):
+///
+/// ```
+/// use std::cell::Cell;
+/// use std::convert::Infallible;
+/// use std::pin::pin;
+/// use senders::{EmptyEnv, OperationState, Panic, Receiver, SenderTo, just};
+///
+/// struct Store<'a>(&'a Cell<Option<i32>>);
+/// impl Receiver<i32, Infallible> for Store<'_> {
+///     type Env = EmptyEnv;
+///     fn env(&self) -> &EmptyEnv { &EmptyEnv }
+///     fn set_value(self, value: i32) { self.0.set(Some(value)) }
+///     fn set_error(self, error: Infallible) { match error {} }
+///     fn set_stopped(self) {}
+///     fn set_panic(self, _panic: Panic) {}
+/// }
+///
+/// let out = Cell::new(None);
+/// let op = pin!(just(7).connect(Store(&out)));
+/// // SAFETY: started once; `just` completes inside `start`, before `op` and `out` go away.
+/// unsafe { op.start() };
+/// assert_eq!(out.get(), Some(7));
+/// ```
 pub trait Receiver<V, E>: Sized {
     /// The environment this receiver exposes to the operation it is connected to.
     type Env: Env;

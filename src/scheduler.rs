@@ -22,6 +22,15 @@ use std::convert::Infallible;
 /// panic unwinds out of `sync_wait` before anything starts), and a `connect` that
 /// another operation makes inside its `start` (`when_all`'s children, the first stage of
 /// `schedule_from` and `let_*`), where an unwind aborts the process with a message.
+///
+/// ```
+/// use senders::{Scheduler, SenderExt, SingleThreadContext, schedule, sync_wait};
+/// let ctx = SingleThreadContext::new();
+/// let sch = ctx.scheduler();
+/// assert!(!sch.is_current());
+/// let there = sch.clone();
+/// assert_eq!(sync_wait(schedule(&sch).then(move |()| there.is_current())).unwrap(), Some(true));
+/// ```
 pub trait Scheduler: Clone + PartialEq + Send + Sync + 'static {
     /// The scheduler's domain (`get_domain(sch)`), [`NoDomain`] for the default one.
     type Domain: MaybeDomain;
@@ -70,7 +79,15 @@ impl<T: Scheduler> MaybeScheduler for T {
     }
 }
 
-/// The sender of `schedule(sch)`.
+/// The sender of `schedule(sch)`: it completes with `()` on the scheduler's execution
+/// resource.
+///
+/// ```
+/// use senders::{SenderExt, SingleThreadContext, schedule, sync_wait};
+/// let ctx = SingleThreadContext::with_name("worker");
+/// let name = schedule(&ctx.scheduler()).then(|()| std::thread::current().name().map(String::from));
+/// assert_eq!(sync_wait(name).unwrap(), Some(Some("worker".to_string())));
+/// ```
 pub fn schedule<S: Scheduler>(scheduler: &S) -> S::Sender {
     scheduler.schedule()
 }

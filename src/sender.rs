@@ -16,6 +16,14 @@ use crate::scheduler::MaybeScheduler;
 ///
 /// The attributes of P2300's `get_env(sndr)` are the sender's [`Domain`](Self::Domain)
 /// (`get_domain`, or the completion domain) and its completion scheduler.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use senders::{Sender, just, just_error};
+/// fn completes_with<S: Sender<Value = V, Error = E>, V, E>(_: &S) {}
+/// completes_with::<_, i32, Infallible>(&just(1));
+/// completes_with::<_, (), &str>(&just_error("no"));
+/// ```
 pub trait Sender: Sized {
     /// The value this sender completes with.
     type Value;
@@ -23,10 +31,10 @@ pub trait Sender: Sized {
     type Error;
     /// Whether this sender may complete with `set_stopped`.
     const SENDS_STOPPED: bool;
-    /// The domain of this sender's completion ([`NoDomain`](crate::NoDomain) if unknown);
+    /// The domain of this sender's completion ([`NoDomain`](crate::domain::NoDomain) if unknown);
     /// used for early customization and first in late customization.
     type Domain: MaybeDomain;
-    /// The scheduler this sender completes on ([`NoScheduler`](crate::NoScheduler) if
+    /// The scheduler this sender completes on ([`NoScheduler`](crate::schedulers::NoScheduler) if
     /// unknown): `get_completion_scheduler<set_value_t>`.
     type CompletionScheduler: MaybeScheduler;
 
@@ -39,6 +47,7 @@ pub trait Sender: Sized {
 /// Connecting is where late customization happens: the customizable algorithms
 /// (`then`, `bulk`, `when_all`) ask the domain found from the sender and `R`'s
 /// environment to transform them before they build their operation state.
+/// [`Receiver`]'s example connects a sender by hand.
 pub trait SenderTo<R: Receiver<Self::Value, Self::Error>>: Sender {
     /// The operation state `connect` produces.
     type Operation: OperationState;
@@ -53,6 +62,8 @@ pub trait SenderTo<R: Receiver<Self::Value, Self::Error>>: Sender {
 /// Operation states are pinned before they start and are usually intrusive: child
 /// operation states and queue nodes live inside their parent, so a running operation
 /// allocates nothing.
+///
+/// [`Receiver`]'s example connects a sender and starts its operation by hand.
 pub trait OperationState {
     /// Starts the operation. It completes by calling exactly one completion method of
     /// its receiver, on this thread (inline) or later on another one.

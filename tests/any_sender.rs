@@ -5,6 +5,7 @@
 mod common;
 
 use common::{PanicsInConnect, Sink, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use senders::any::AnyReceiver;
 use senders::*;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

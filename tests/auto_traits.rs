@@ -9,10 +9,10 @@
 use std::convert::Infallible;
 
 use senders::{
-    CountingScope, CountingToken, EmptyEnv, InlineScheduler, InplaceStopSource, Just, NoDomain, Panic, Receiver,
-    RunLoop, RunLoopScheduler, Scheduler, ScopeAssociation, SenderExt, SenderTo, SimpleCountingScope, SimpleToken,
-    SingleThreadContext, SingleThreadScheduler, SpawnFuture, StopToken, SyncWaitReceiver, just, nest, on, spawn_future,
-    starts_on, when_all,
+    CountingScope, CountingToken, EmptyEnv, InlineScheduler, InplaceStopSource, Panic, Receiver, RunLoop,
+    RunLoopScheduler, Scheduler, SenderExt, SenderTo, SimpleCountingScope, SimpleToken, SingleThreadContext,
+    SingleThreadScheduler, StopToken, consumers::SyncWaitReceiver, domain::NoDomain, factories::Just, just, nest, on,
+    scope::ScopeAssociation, scope::SpawnFuture, spawn_future, starts_on, when_all,
 };
 
 fn assert_send<T: Send>() {}
@@ -167,6 +167,6 @@ fn erased_senders_and_tasks_cross_threads() {
     let task = senders::Task::<i32, std::convert::Infallible>::new(async { Ok(1) });
     assert_send_val(&task);
     assert_send_val(&task.connect(Probe));
-    assert_send::<senders::TaskScheduler>();
-    assert_sync::<senders::TaskScheduler>();
+    assert_send::<senders::task::TaskScheduler>();
+    assert_sync::<senders::task::TaskScheduler>();
 }

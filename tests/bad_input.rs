@@ -29,6 +29,8 @@
 mod common;
 
 use common::{SAFETY_TIMEOUT, panic_message};
+use senders::domain::NoDomain;
+use senders::scope::ScopeState;
 use senders::*;
 use std::convert::Infallible;
 use std::marker::PhantomPinned;

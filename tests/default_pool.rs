@@ -26,6 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{WaitProbe, panic_message, payload_message, thread_name, wait_for_stop, with_stop};
+use senders::pool::GlobalPoolError;
+use senders::pool::PoolDomain;
 use senders::*;
 
 /// Whether the current thread is a worker of the default pool.

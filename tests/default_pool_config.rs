@@ -9,7 +9,8 @@
 use std::time::{Duration, Instant};
 
 use senders::{
-    BuildError, GlobalPoolError, Scheduler, SenderExt, StaticThreadPool, default_pool, parallel_scheduler, sync_wait,
+    BuildError, Scheduler, SenderExt, StaticThreadPool, default_pool, parallel_scheduler, pool::GlobalPoolError,
+    sync_wait,
 };
 
 /// The number of threads of this process whose name starts with `senders-default` (Linux

@@ -9,6 +9,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use senders::adaptors::{Bulk, BulkFn, BulkImpl};
+use senders::consumers::SyncWaitReceiver;
+use senders::domain::apply_sync_wait;
 use senders::*;
 
 /// Declares a domain customizing `bulk` with its own early/late/`sync_wait` counters, so

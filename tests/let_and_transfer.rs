@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use common::{panic_message, stop_probe, thread_name, with_stop};
+use senders::domain::NoDomain;
+use senders::factories::Just;
 use senders::*;
 
 type CtxScheduler = SingleThreadScheduler<NoDomain>;

@@ -8,6 +8,7 @@ use common::{
     Tree, WaitProbe, all_visited_once, cancel_on_stop, make_tree, panic_message, stop_probe, thread_name,
     wait_for_stop, with_stop,
 };
+use senders::scope::{ScopeAssociation, ScopeLifetime, SpawnFuture, Spawnable};
 use senders::*;
 use std::convert::Infallible;
 use std::sync::Mutex;

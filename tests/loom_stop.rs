@@ -8,6 +8,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
+use senders::stop::MergedStopSource;
 use senders::*;
 
 /// A callback that adds `by` to `count` (Relaxed: any visibility must come from the

@@ -12,6 +12,8 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
+use senders::domain::NoDomain;
+use senders::schedulers::NoScheduler;
 use senders::*;
 
 /// What the model observes.

@@ -11,9 +11,10 @@ use std::sync::Mutex;
 
 use loom::sync::Arc;
 use loom::thread;
+use senders::domain::NoDomain;
+use senders::schedulers::NoScheduler;
 use senders::{
-    EmptyEnv, Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender, SenderTo,
-    StopToken, when_all,
+    EmptyEnv, Env, InplaceStopSource, OperationState, Panic, Receiver, Sender, SenderTo, StopToken, when_all,
 };
 
 enum Outcome {

@@ -62,6 +62,8 @@ mod common;
 use common::payload_message;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
+use senders::consumers::SyncWaitReceiver;
+use senders::domain::NoDomain;
 use senders::*;
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;

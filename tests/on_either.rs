@@ -15,6 +15,10 @@ mod common;
 use common::{
     Tree, WaitProbe, all_visited_once, make_tree, panic_message, stop_probe, thread_name, wait_for_stop, with_stop,
 };
+use senders::adaptors::EitherOp;
+use senders::domain::NoDomain;
+use senders::pool::PoolDomain;
+use senders::scope::Spawnable;
 use senders::*;
 use std::convert::Infallible;
 use std::marker::PhantomPinned;

@@ -6,8 +6,8 @@ use std::convert::Infallible;
 use std::sync::Mutex;
 
 use senders::{
-    Domain, Env, Panic, Receiver, Scheduler, Sender, SenderExt, SenderTo, SingleThreadContext, Then, ThenFn,
-    default_transforms, just, starts_on, sync_wait,
+    Domain, Env, Panic, Receiver, Scheduler, Sender, SenderExt, SenderTo, SingleThreadContext, adaptors::Then,
+    adaptors::ThenFn, default_transforms, just, starts_on, sync_wait,
 };
 
 static TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());

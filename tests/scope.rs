@@ -5,6 +5,10 @@
 mod common;
 
 use common::{Tree, WaitProbe, all_visited_once, make_tree, panic_message, wait_for_stop};
+use senders::consumers::SyncWaitReceiver;
+use senders::domain::NoDomain;
+use senders::schedulers::NoScheduler;
+use senders::scope::{Association, FutureReceiver, JoinSender, ScopeAssociation, ScopeState, SpawnFuture};
 use senders::*;
 use std::convert::Infallible;
 use std::marker::PhantomPinned;

@@ -337,8 +337,8 @@ fn node_work(round: &Round, id: usize, plan: Plan, owned: Owned) {
 /// stopped.
 fn spawn_node<'s, Tk>(tk: Tk, sch: &PoolScheduler, round: &Arc<Round>, id: usize, depth: u32)
 where
-    Tk: senders::ScopeLifetime<'s> + Copy + Send + 's,
-    Infallible: Into<<Tk::Association as senders::Association>::Error>,
+    Tk: senders::scope::ScopeLifetime<'s> + Copy + Send + 's,
+    Infallible: Into<<Tk::Association as senders::scope::Association>::Error>,
 {
     let plan = Plan::of(round.seed, id, depth);
     let owned = Owned { round: round.clone(), id, panic: plan.panic_in_drop };

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use senders::stop::MergedStopSource;
 use senders::*;
 
 /// A boxed, pinned callback of a nameable type (so a callback can own or find it).

@@ -6,6 +6,9 @@
 mod common;
 
 use common::{PanicsInConnect, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use senders::domain::NoDomain;
+use senders::schedulers::SingleThreadSender;
+use senders::task::TaskScheduler;
 use senders::*;
 use std::convert::Infallible;
 use std::sync::Arc;

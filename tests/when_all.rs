@@ -17,6 +17,8 @@ use common::{
     Meeting, SAFETY_TIMEOUT, WaitProbe, cancel_on_stop, panic_message, stop_probe, thread_name, wait_for_stop,
     with_stop,
 };
+use senders::adaptors::StartsOn;
+use senders::domain::NoDomain;
 use senders::*;
 
 /// A sibling that blocks `ctx`'s thread until it is asked to stop (recording that in

@@ -110,7 +110,7 @@ where
 
 /// What the second sender's receiver needs: the final receiver and the predecessor's
 /// scheduler.
-pub struct LetShared<R, Sch> {
+pub(crate) struct LetShared<R, Sch> {
     rcvr: UnsafeCell<Option<R>>,
     sched: Sch,
 }
@@ -198,7 +198,7 @@ type SecondOp<K, S, F, R> = <<K as LetKind<S, F>>::Second as SenderTo<
 >>::Operation;
 
 /// The state the predecessor's receiver works on.
-pub struct LetState<K: LetKind<S, F>, S: Sender, F, R>
+pub(crate) struct LetState<K: LetKind<S, F>, S: Sender, F, R>
 where
     K::Second: SenderTo<LetSecondReceiver<R, K::Sched, S::Domain>>,
     R: Receiver<K::Value, K::Error>,

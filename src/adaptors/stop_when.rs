@@ -123,7 +123,7 @@ struct Links<'a> {
 /// The merged stop source, the forwarding callbacks, the final receiver, and the child's
 /// completion while a forwarder holds it back.
 #[repr(C)]
-pub struct StopWhenState<'a, V, E, R> {
+pub(crate) struct StopWhenState<'a, V, E, R> {
     /// Must stay the first field (see [`Forwarding`]).
     fwd: Forwarding,
     links: UnsafeCell<Option<Links<'a>>>,

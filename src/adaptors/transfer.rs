@@ -27,7 +27,7 @@ enum Outcome<V, E> {
 }
 
 /// The final receiver and, once the predecessor is done, its outcome.
-pub struct TransferCore<V, E, R> {
+pub(crate) struct TransferCore<V, E, R> {
     rcvr: UnsafeCell<Option<R>>,
     outcome: UnsafeCell<Option<Outcome<V, E>>>,
 }
@@ -82,7 +82,7 @@ impl<Sch: Scheduler, S: Sender> Sender for ScheduleFrom<Sch, S> {
 type HopOp<Sch, V, E, R> = <<Sch as Scheduler>::Sender as SenderTo<TransferHopReceiver<V, E, R>>>::Operation;
 
 /// What the predecessor's receiver works on: the core, the scheduler, the hop's slot.
-pub struct TransferState<Sch: Scheduler, V, E, R: Receiver<V, E>>
+pub(crate) struct TransferState<Sch: Scheduler, V, E, R: Receiver<V, E>>
 where
     Sch::Sender: SenderTo<TransferHopReceiver<V, E, R>>,
 {
@@ -299,7 +299,7 @@ adaptor_sender!([Sch: Scheduler, S: Sender] StartsOn<Sch, S> where [] {
 });
 
 /// What the child's receiver needs: the final receiver and the scheduler.
-pub struct StartsOnShared<Sch, R> {
+pub(crate) struct StartsOnShared<Sch, R> {
     rcvr: UnsafeCell<Option<R>>,
     sch: Sch,
 }
@@ -323,7 +323,7 @@ type ChildOp<Sch, S, R> =
     <S as SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>>::Operation;
 
 /// What the hop's receiver works on: the shared part, the child, the child's slot.
-pub struct StartsOnState<Sch: Scheduler, S, R>
+pub(crate) struct StartsOnState<Sch: Scheduler, S, R>
 where
     S: Sender + SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, R>>,
     R: Receiver<S::Value, S::Error>,

@@ -133,7 +133,7 @@ pub trait ConnectTuple<R>: SenderTuple {
 /// # Safety
 ///
 /// `op` points to a pinned, unstarted `Op` that stays alive until it completes.
-pub unsafe fn start_erased<Op: OperationState>(op: *const ()) {
+pub(crate) unsafe fn start_erased<Op: OperationState>(op: *const ()) {
     // SAFETY: forwarded from the caller.
     unsafe { Pin::new_unchecked(&mut *op.cast_mut().cast::<Op>()).start() }
 }
@@ -176,7 +176,7 @@ enum Failure<E> {
 /// could complete (and free) the operation while `request_stop` is still walking the
 /// source inside it. It is not generic, so the shared state can name it; `arrive` is
 /// the shared state's own arrival function.
-pub struct ForwardStop {
+pub(crate) struct ForwardStop {
     count: *const AtomicUsize,
     source: *const InplaceStopSource,
     shared: *const (),
@@ -657,6 +657,11 @@ pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::Earl
 
 /// `when_all_with_variant`: since every sender here has exactly one value type,
 /// `into_variant` is the identity and this is [`when_all`].
+///
+/// ```
+/// use senders::{just, sync_wait, when_all_with_variant};
+/// assert_eq!(sync_wait(when_all_with_variant((just(1), just('b')))).unwrap(), Some((1, 'b')));
+/// ```
 pub fn when_all_with_variant<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
     when_all(children)
 }

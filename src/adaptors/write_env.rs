@@ -16,6 +16,13 @@ pub struct Prop<Q: Query> {
 }
 
 /// The answer `value` to the user query `Q`.
+///
+/// ```
+/// use senders::{Query, SenderExt, prop, read_env, sync_wait};
+/// struct Level;
+/// impl Query for Level { type Value = u8; }
+/// assert_eq!(sync_wait(read_env(Level).write_env(prop::<Level>(3))).unwrap(), Some(Some(3)));
+/// ```
 pub fn prop<Q: Query>(value: Q::Value) -> Prop<Q> {
     Prop { value }
 }

@@ -1,3 +1,7 @@
-//! Sender factories.
+//! Sender factories: the senders behind [`just`], [`just_error`], [`just_stopped`] and
+//! [`read_env`], and their operation states.
 pub(crate) mod just;
 pub(crate) mod read_env;
+
+pub use just::{Just, JustError, JustOp, JustStopped, just, just_error, just_stopped};
+pub use read_env::{ReadEnv, ReadEnvOp, read_env};

@@ -206,7 +206,7 @@ adaptor_sender!([S: Sender, T, F: BulkEachFn<T, S::Error>] PoolBulkEach<S, T, F>
 });
 
 /// The state of a running parallel bulk, shared by its chunks.
-pub struct BulkState<V, E, K: Kernel<V, E>, R> {
+pub(crate) struct BulkState<V, E, K: Kernel<V, E>, R> {
     rcvr: UnsafeCell<Option<R>>,
     kernel: K,
     value: UnsafeCell<Option<V>>,

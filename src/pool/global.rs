@@ -25,7 +25,7 @@ fn default_name(i: usize) -> String {
 ///
 /// This is the role of P2079's `parallel_scheduler` (stdexec's system context): parallel
 /// work without building a pool. It is an ordinary [`PoolScheduler`], so the pool's
-/// domain ([`PoolDomain`](crate::PoolDomain)) applies: `bulk` and `bulk_each` run in
+/// domain ([`PoolDomain`](crate::pool::PoolDomain)) applies: `bulk` and `bulk_each` run in
 /// parallel, `when_all` forks its children onto the workers, and `spawn` from a worker
 /// queues on that worker's deque. Every call returns a scheduler of the same pool (they
 /// compare equal). See [`default_pool`] for how the pool is started, configured and
@@ -173,7 +173,8 @@ impl PoolBuilder {
     /// the default pool is then not started.
     ///
     /// ```
-    /// use senders::{BuildError, GlobalPoolError, StaticThreadPool, default_pool};
+    /// use senders::pool::GlobalPoolError;
+    /// use senders::{BuildError, StaticThreadPool, default_pool};
     ///
     /// // Zero threads is refused, and starts nothing.
     /// let zero = StaticThreadPool::builder().num_threads(0).build_global();

@@ -42,8 +42,7 @@ use crate::sender::{OperationState, Sender, SenderTo};
 use crate::sync::thread;
 use deque::Worker;
 pub use domain::{
-    BulkState, EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
-    SharedKernel,
+    EachKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain, SharedKernel,
 };
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
@@ -51,6 +50,11 @@ pub(crate) use refs::RegistryRef;
 pub(crate) use registry::{JobRef, Registry, WorkerThread};
 
 /// Why a pool could not be built.
+///
+/// ```
+/// use senders::{BuildError, StaticThreadPool};
+/// assert!(matches!(StaticThreadPool::new(0), Err(BuildError::ZeroThreads)));
+/// ```
 #[derive(Debug)]
 pub enum BuildError {
     /// A pool needs at least one thread.
@@ -176,6 +180,14 @@ impl PoolBuilder {
 /// For parallel work without building a pool, use the process-wide default pool,
 /// `parallel_scheduler()`; its docs (at `default_pool()`) say when a pool of your own is
 /// the better choice.
+///
+/// ```
+/// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait, when_all};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let sch = pool.scheduler();
+/// let work = when_all((schedule(&sch).then(|()| 20), schedule(&sch).then(|()| 22))).then(|(a, b)| a + b);
+/// assert_eq!(sync_wait(work).unwrap(), Some(42));
+/// ```
 pub struct StaticThreadPool {
     registry: RegistryRef,
     threads: Vec<thread::JoinHandle<()>>,
@@ -232,6 +244,14 @@ impl Drop for StaticThreadPool {
 }
 
 /// The scheduler of a [`StaticThreadPool`]; its domain is [`PoolDomain`].
+///
+/// ```
+/// use senders::{Scheduler, SenderExt, StaticThreadPool, just, starts_on, sync_wait};
+/// let pool = StaticThreadPool::new(1).unwrap();
+/// let sch = pool.scheduler();
+/// let on_pool = starts_on(sch.clone(), just(()).then(move |()| sch.is_current()));
+/// assert_eq!(sync_wait(on_pool).unwrap(), Some(true));
+/// ```
 #[derive(Clone)]
 pub struct PoolScheduler {
     registry: RegistryRef,

@@ -293,6 +293,14 @@ impl Drop for AbortOnUnwind {
 }
 
 /// The scheduler of a [`RunLoop`]. Cheap to clone; equal when it refers to the same loop.
+///
+/// `sync_wait` drives a run loop on the waiting thread, so that is where its work runs:
+///
+/// ```
+/// use senders::{GetScheduler, RunLoopScheduler, SenderExt, read_env, sync_wait};
+/// let here = read_env(GetScheduler).then(|s: RunLoopScheduler| s.is_current());
+/// assert_eq!(sync_wait(here).unwrap(), Some(true));
+/// ```
 #[derive(Clone)]
 pub struct RunLoopScheduler {
     inner: Arc<Inner>,

@@ -85,6 +85,14 @@ impl<D: MaybeDomain> Drop for SingleThreadContext<D> {
 }
 
 /// The scheduler of a [`SingleThreadContext`].
+///
+/// ```
+/// use senders::{Scheduler, SenderExt, SingleThreadContext, just, starts_on, sync_wait};
+/// let ctx = SingleThreadContext::new();
+/// let sch = ctx.scheduler();
+/// let there = starts_on(sch.clone(), just(()).then(move |()| sch.is_current()));
+/// assert_eq!(sync_wait(there).unwrap(), Some(true));
+/// ```
 pub struct SingleThreadScheduler<D> {
     sch: RunLoopScheduler,
     _d: PhantomData<fn() -> D>,

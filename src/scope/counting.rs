@@ -183,6 +183,14 @@ pub struct SimpleCountingScope {
 }
 
 /// The token of a [`SimpleCountingScope`].
+///
+/// ```
+/// use senders::{SimpleCountingScope, SimpleToken, just, spawn, sync_wait};
+/// let scope = SimpleCountingScope::new();
+/// let token: SimpleToken = scope.token();
+/// spawn(just(()), token);
+/// sync_wait(scope.join()).unwrap();
+/// ```
 #[derive(Clone, Copy)]
 pub struct SimpleToken {
     core: &'static ScopeCore,
@@ -209,6 +217,14 @@ pub struct CountingScope {
 }
 
 /// The token of a [`CountingScope`].
+///
+/// ```
+/// use senders::{CountingScope, CountingToken, just, spawn, sync_wait};
+/// let scope = CountingScope::new();
+/// let token: CountingToken = scope.token();
+/// spawn(just(()), token);
+/// sync_wait(scope.join()).unwrap();
+/// ```
 #[derive(Clone, Copy)]
 pub struct CountingToken {
     core: &'static ScopeCore,
@@ -336,7 +352,7 @@ where
 
 /// The part of a join operation its hop receiver completes (it does not name the hop's
 /// operation type, which would make the receiver's trait bounds cyclic).
-pub struct JoinShared<R> {
+pub(crate) struct JoinShared<R> {
     core: &'static ScopeCore,
     rcvr: UnsafeCell<Option<R>>,
 }

@@ -162,7 +162,7 @@ where
 }
 
 /// The part of a `let_async_scope` operation that tokens and associations point to.
-pub struct LetScopeShared<Sch, E> {
+pub(crate) struct LetScopeShared<Sch, E> {
     core: &'static ScopeCore,
     generation: u64,
     sched: Sch,
@@ -209,7 +209,7 @@ impl<Sch, E> LetScopeShared<Sch, E> {
 /// core, inside the core's own `request_stop`, which would go on using the released core.
 /// Once the scope is joined it fails to associate and forwards nothing (nothing is left
 /// to stop).
-pub struct LetForwardStop {
+pub(crate) struct LetForwardStop {
     shared: *const (),
     forward: unsafe fn(*const ()),
 }
@@ -432,7 +432,7 @@ impl OperationState for NoHop {
 
 /// What the final completion needs; the hop's receiver points here (it cannot name the
 /// hop's own operation type).
-pub struct LetTail<Sch, E, V2, R> {
+pub(crate) struct LetTail<Sch, E, V2, R> {
     rcvr: UnsafeCell<Option<R>>,
     shared: UnsafeCell<Option<LetScopeShared<Sch, E>>>,
     /// The returned sender's completion: `Some(v)` for a value, `None` for stopped.
@@ -560,7 +560,7 @@ type SecondOp<S2, Sch, E, R> = <Second<S2, E> as SenderTo<LetResult<Sch, E, V2<S
 type HopOp<S2, Sch, E, R> = <Sch as HopTo<LetHop<Sch, E, V2<S2, E>, R>>>::Op;
 
 /// The state the predecessor's receiver works on.
-pub struct LetScopeState<S: Sender, F, Sch, S2, R>
+pub(crate) struct LetScopeState<S: Sender, F, Sch, S2, R>
 where
     S2: IntoScopeSender<S::Error>,
     Second<S2, S::Error>: SenderTo<LetResult<Sch, S::Error, V2<S2, S::Error>, R>>,

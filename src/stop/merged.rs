@@ -36,7 +36,8 @@ impl Invoke for Forward {
 ///
 /// ```
 /// use std::pin::pin;
-/// use senders::{InplaceStopSource, MergedStopSource};
+/// use senders::InplaceStopSource;
+/// use senders::stop::MergedStopSource;
 ///
 /// let a = InplaceStopSource::new();
 /// let b = InplaceStopSource::new();

@@ -408,6 +408,15 @@ impl InplaceStopSource {
 /// Tokens are `Copy` and borrow their source. Register a
 /// [`StopCallback`](super::StopCallback) on a token to be called when stop is
 /// requested.
+///
+/// ```
+/// use senders::InplaceStopSource;
+/// let source = InplaceStopSource::new();
+/// let token = source.token();
+/// assert!(token.stop_possible() && !token.stop_requested());
+/// source.request_stop();
+/// assert!(token.stop_requested());
+/// ```
 #[derive(Clone, Copy)]
 pub struct StopToken<'a> {
     /// `None` for the token that never stops.

@@ -418,7 +418,7 @@ impl TaskCtx {
 /// environment (a crate-private query, [`HomeKey`]), so nested tasks never materialize
 /// an erased scheduler to decide where to resume.
 #[derive(Clone, Copy)]
-pub struct HomeInfo {
+pub(crate) struct HomeInfo {
     /// The root task's operation.
     data: *const (),
     /// Whether the calling thread runs on the root's scheduler.
@@ -436,7 +436,7 @@ unsafe impl Sync for HomeInfo {}
 
 /// The key of the crate-private query by which a child task finds its parent's
 /// [`HomeInfo`] in its environment.
-pub struct HomeKey;
+pub(crate) struct HomeKey;
 
 /// What clones of the task's waker hold: the task while it lives.
 struct WakeHandle {
@@ -499,7 +499,7 @@ unsafe fn raw_drop(_: *const ()) {}
 
 /// A registered awaited operation, linked in the task's pending list.
 #[repr(C)]
-pub struct AwaitNode {
+pub(crate) struct AwaitNode {
     next: *mut AwaitNode,
     /// Starts the operation of the `Awaited` this node heads.
     start: unsafe fn(*mut AwaitNode),
@@ -536,6 +536,12 @@ where
 
 /// Awaits `sndr` inside a [`Task`]. `.await` on the crate's senders does this; use it for
 /// senders of other crates (or call [`SenderExt::awaited`](crate::SenderExt::awaited)).
+///
+/// ```
+/// use senders::{Task, awaited, just, sync_wait};
+/// let task: Task<'_, i32> = Task::new(async { Ok(awaited(just(41)).await? + 1) });
+/// assert_eq!(sync_wait(task).unwrap(), Some(42));
+/// ```
 pub fn awaited<S>(sndr: S) -> Awaited<S>
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,

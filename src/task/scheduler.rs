@@ -161,7 +161,8 @@ where
 /// schedulers are of the same type and equal.
 ///
 /// ```
-/// use senders::{InlineScheduler, Scheduler, TaskScheduler};
+/// use senders::task::TaskScheduler;
+/// use senders::{InlineScheduler, Scheduler};
 /// let a = TaskScheduler::new(InlineScheduler);
 /// assert!(a == TaskScheduler::new(InlineScheduler));
 /// assert!(a.is_current()); // the inline scheduler runs everywhere

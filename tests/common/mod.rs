@@ -21,8 +21,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use senders::{
-    EmptyEnv, Env, InplaceStopSource, NoDomain, NoScheduler, OperationState, Panic, Receiver, Sender, SenderTo,
-    StopCallback, StopToken,
+    EmptyEnv, Env, InplaceStopSource, OperationState, Panic, Receiver, Sender, SenderTo, StopCallback, StopToken,
+    domain::NoDomain, schedulers::NoScheduler,
 };
 
 /// How long a test-only sender waits for something that should happen promptly before

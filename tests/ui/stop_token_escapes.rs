@@ -3,7 +3,8 @@
 //! (the completion may free the operation that owns the source).
 use std::convert::Infallible;
 
-use senders::{Env, InplaceStopSource, Receiver, SyncWaitReceiver};
+use senders::consumers::SyncWaitReceiver;
+use senders::{Env, InplaceStopSource, Receiver};
 
 fn keep_token_after_completion<R: Receiver<(), Infallible>>(rcvr: R) -> bool {
     let token = rcvr.env().stop_token();
