@@ -177,7 +177,9 @@ fn tree_when_all(d: u32) -> AnySender<'static, u64> {
     if d <= 1 {
         return just(1).boxed();
     }
-    just(()).let_value(move |()| when_all((tree_when_all(d - 1), tree_when_all(d - 1))).then(|(a, b)| a + b + 1)).boxed()
+    just(())
+        .let_value(move |()| when_all((tree_when_all(d - 1), tree_when_all(d - 1))).then(|(a, b)| a + b + 1))
+        .boxed()
 }
 
 /// `fib(n)` with one `Task` per node.
@@ -664,10 +666,14 @@ const CHART: (u32, u32) = (1100, 640);
 const OURS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const TOKIO: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 
-/// Draws the chart of every row with a rayon time on `root`: per workload, a bar of
-/// ours ÷ rayon and, if it has one, of tokio ÷ rayon, on a log scale with rayon = 1.0.
+/// Draws the chart of every row with a rayon time on `root`: per workload, a bar from
+/// rayon's 1.0 to ours ÷ rayon and, if it has one, to tokio ÷ rayon, on a log scale.
 /// Text (title, axis, names, values, legend) only if `text`.
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, rows: &[Row], text: bool) -> Result<(), String>
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    rows: &[Row],
+    text: bool,
+) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -711,7 +717,7 @@ where
     chart
         .draw_series(bars.iter().map(|&(i, ratio, color)| {
             let (y0, y1) = slot(i, color);
-            Rectangle::new([(lo, y0), (ratio, y1)], color.filled())
+            Rectangle::new([(1.0, y0), (ratio, y1)], color.filled())
         }))
         .map_err(err)?;
     chart.draw_series(std::iter::once(PathElement::new([(1.0, 0.0), (1.0, n)], BLACK.stroke_width(2)))).map_err(err)?;
@@ -721,7 +727,11 @@ where
     chart
         .draw_series(bars.iter().map(|&(i, ratio, color)| {
             let (y0, y1) = slot(i, color);
-            Text::new(format!(" {ratio:.2}×"), (ratio, (y0 + y1) / 2.0), ("sans-serif", 13).into_font().color(&BLACK))
+            Text::new(
+                format!(" {ratio:.2}×"),
+                (ratio.max(1.0), (y0 + y1) / 2.0),
+                ("sans-serif", 13).into_font().color(&BLACK),
+            )
         }))
         .map_err(err)?;
     for (i, r) in rows.iter().enumerate() {
@@ -756,9 +766,7 @@ fn main() {
     let pools = Pools::new();
     let mut work = workloads(&pools, mode);
     let bar = ProgressBar::new(work.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("progress template"),
-    );
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("progress template"));
     let rows: Vec<Row> = work
         .iter_mut()
         .map(|w| {
