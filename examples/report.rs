@@ -3,7 +3,7 @@
 //! ([`THREADS`]) on every side.
 //!
 //! ```text
-//! cargo run --release --example report            # --quick, the default: about a minute
+//! cargo run --release --example report            # --quick, the default: well under a minute
 //! cargo run --release --example report -- --full  # bigger inputs, more rounds
 //! ```
 //!
@@ -104,6 +104,7 @@ impl Mode {
         mode
     }
 
+    /// The option's name, without the dashes.
     fn name(self) -> &'static str {
         match self {
             Mode::Quick => "quick",
@@ -193,6 +194,7 @@ fn fib_task(n: u64) -> Task<'static, u64, Infallible> {
     })
 }
 
+/// `fib(n)` with `rayon::join` per node.
 fn fib_rayon(n: u64) -> u64 {
     if n < 2 {
         return n;
@@ -201,6 +203,7 @@ fn fib_rayon(n: u64) -> u64 {
     a + b
 }
 
+/// `fib(n)` with a `tokio::spawn` per child, the handles awaited.
 fn fib_tokio(n: u64) -> std::pin::Pin<Box<dyn Future<Output = u64> + Send>> {
     Box::pin(async move {
         if n < 2 {
@@ -292,14 +295,17 @@ fn rayon_scope_node<'s>(s: &rayon::Scope<'s>, d: u32, nodes: &'s Counter) {
 struct Counter(std::sync::atomic::AtomicU64);
 
 impl Counter {
+    /// A counter at zero.
     const fn new() -> Counter {
         Counter(std::sync::atomic::AtomicU64::new(0))
     }
 
+    /// Counts one node.
     fn add(&self) {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The count so far, reset to zero.
     fn take(&self) -> u64 {
         self.0.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
@@ -326,6 +332,7 @@ struct Pools {
 }
 
 impl Pools {
+    /// [`THREADS`] workers each; our pool lives as long as the process.
     fn new() -> Pools {
         let pool: &'static StaticThreadPool = Box::leak(Box::new(StaticThreadPool::new(THREADS).expect("our pool")));
         Pools {
@@ -348,15 +355,18 @@ struct Workload<'a> {
 }
 
 impl<'a> Workload<'a> {
+    /// A workload with only our side.
     fn new(name: impl Into<String>, ours: impl FnMut() -> u64 + 'a) -> Self {
         Workload { name: name.into(), ours: Box::new(ours), rayon: None, tokio: None }
     }
 
+    /// Adds rayon's side.
     fn rayon(mut self, f: impl FnMut() -> u64 + 'a) -> Self {
         self.rayon = Some(Box::new(f));
         self
     }
 
+    /// Adds tokio's side.
     fn tokio(mut self, f: impl FnMut() -> u64 + 'a) -> Self {
         self.tokio = Some(Box::new(f));
         self
@@ -586,6 +596,7 @@ fn measure(w: &mut Workload<'_>, mode: Mode) -> Row {
     Row { name: w.name.clone(), ours, rayon, tokio }
 }
 
+/// The median of `v` (which is not empty).
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -662,8 +673,9 @@ fn load_font() -> bool {
 
 /// Chart size in pixels.
 const CHART: (u32, u32) = (1100, 640);
-/// The bar colours: ours, tokio.
+/// The colour of our bars.
 const OURS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+/// The colour of tokio's bars.
 const TOKIO: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 
 /// Draws the chart of every row with a rayon time on `root`: per workload, a bar from
@@ -761,6 +773,7 @@ fn write_outputs(dir: &Path, md: &str, rows: &[Row]) -> Result<(), String> {
     draw(BitMapBackend::new(&dir.join("report.png"), CHART).into_drawing_area(), rows, text)
 }
 
+/// Runs every workload with a progress bar, prints the table and writes the report.
 fn main() {
     let mode = Mode::from_args();
     let pools = Pools::new();
