@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example report            # --quick, the default: well under a minute
-//! cargo run --release --example report -- --full  # bigger inputs, more rounds
+//! cargo run --release --example report -- --full  # the benches' sizes: about 100 s
 //! ```
 //!
 //! Each workload is timed in interleaved rounds: every round times one batch of each
