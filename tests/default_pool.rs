@@ -21,11 +21,9 @@ mod common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, Once};
 use std::thread;
-use std::time::{Duration, Instant};
 
-use common::{WaitProbe, panic_message, payload_message, thread_name, wait_for_stop, with_stop};
+use common::{Names, QUIET, WaitProbe, panic_message, quiet_panics, spin, thread_name, wait_for_stop, with_stop};
 use senders::pool::GlobalPoolError;
 use senders::pool::PoolDomain;
 use senders::*;
@@ -33,45 +31,6 @@ use senders::*;
 /// Whether the current thread is a worker of the default pool.
 fn on_default_worker() -> bool {
     thread::current().name().is_some_and(|n| n.starts_with("senders-default-"))
-}
-
-/// Busy-waits for `us` microseconds.
-fn spin(us: u64) {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_micros(us) {
-        std::hint::spin_loop();
-    }
-}
-
-/// Panic messages starting with this are not printed (see [`quiet_panics`]).
-const QUIET: &str = "expected test panic";
-
-/// Installs (once) a panic hook that stays silent for panics whose message starts with
-/// [`QUIET`] and defers to the previous hook for every other panic.
-fn quiet_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !payload_message(info.payload()).starts_with(QUIET) {
-                previous(info);
-            }
-        }));
-    });
-}
-
-/// The names of the threads that noted themselves.
-#[derive(Default)]
-struct Names(Mutex<HashSet<String>>);
-
-impl Names {
-    fn note(&self) {
-        let name = thread_name().unwrap_or_else(|| "<unnamed>".to_owned());
-        self.0.lock().unwrap().insert(name);
-    }
-    fn get(&self) -> HashSet<String> {
-        self.0.lock().unwrap().clone()
-    }
 }
 
 /// Asserts that every name is a default-pool worker's, and that there are several when

@@ -21,13 +21,13 @@ mod common;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    Meeting, SAFETY_TIMEOUT, WaitProbe, panic_message, payload_message, stop_probe, thread_name, wait_for_stop,
-    with_stop,
+    Meeting, Names, QUIET, SAFETY_TIMEOUT, WaitProbe, panic_message, quiet_panics, spin, stop_probe, thread_name,
+    wait_for_stop, with_stop,
 };
 use senders::*;
 
@@ -49,45 +49,6 @@ fn named_pool(n: usize, prefix: &str) -> StaticThreadPool {
 /// Whether the current thread is a worker named by [`named_pool`] with `prefix`.
 fn on_worker(prefix: &str) -> bool {
     thread::current().name().is_some_and(|n| n.starts_with(&format!("{prefix}-")))
-}
-
-/// Busy-waits for `us` microseconds.
-fn spin(us: u64) {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_micros(us) {
-        std::hint::spin_loop();
-    }
-}
-
-/// Panic messages starting with this are not printed (see [`quiet_panics`]).
-const QUIET: &str = "expected test panic";
-
-/// Installs (once) a panic hook that stays silent for panics whose message starts with
-/// [`QUIET`] and defers to the previous hook for every other panic.
-fn quiet_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !payload_message(info.payload()).starts_with(QUIET) {
-                previous(info);
-            }
-        }));
-    });
-}
-
-/// A set of thread names, noted from inside work.
-#[derive(Default)]
-struct Names(Mutex<HashSet<String>>);
-
-impl Names {
-    fn note(&self) {
-        let name = thread_name().unwrap_or_else(|| "<unnamed>".to_owned());
-        self.0.lock().unwrap().insert(name);
-    }
-    fn get(&self) -> HashSet<String> {
-        self.0.lock().unwrap().clone()
-    }
 }
 
 /// One counter per index, for "every index exactly once" checks.

@@ -468,3 +468,47 @@ impl<V, E> Receiver<V, E> for Sink {
     fn set_stopped(self) {}
     fn set_panic(self, _: Panic) {}
 }
+
+// ---------------------------------------------------------------------------------------
+// Workers and panics
+
+/// Busy-waits for `us` microseconds.
+pub fn spin(us: u64) {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_micros(us) {
+        std::hint::spin_loop();
+    }
+}
+
+/// Panic messages starting with this are not printed (see [`quiet_panics`]).
+pub const QUIET: &str = "expected test panic";
+
+/// Installs (once) a panic hook that stays silent for panics whose message starts with
+/// [`QUIET`] and defers to the previous hook for every other panic.
+pub fn quiet_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !payload_message(info.payload()).starts_with(QUIET) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// A set of thread names, noted from inside work.
+#[derive(Default)]
+pub struct Names(Mutex<std::collections::HashSet<String>>);
+
+impl Names {
+    /// Notes the calling thread's name.
+    pub fn note(&self) {
+        let name = thread_name().unwrap_or_else(|| "<unnamed>".to_owned());
+        self.0.lock().unwrap().insert(name);
+    }
+    /// The names noted so far.
+    pub fn get(&self) -> std::collections::HashSet<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
