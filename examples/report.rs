@@ -45,6 +45,9 @@
 //! Every workload's result is checked once, before it is timed: all sides must agree.
 //! The criterion benches in `benches/` remain the reference for careful measurements.
 
+#[path = "../benches/common/work.rs"]
+mod work;
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -59,6 +62,7 @@ use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
     Task, just, schedule, spawn, starts_on, sync_wait, when_all,
 };
+use work::{calibrate, spin};
 
 /// Workers of our pool, of rayon's and of tokio's runtime.
 const THREADS: usize = 2;
@@ -140,30 +144,6 @@ impl Mode {
 // ---------------------------------------------------------------------------------------
 // The workloads
 // ---------------------------------------------------------------------------------------
-
-/// `iters` rounds of dependent integer arithmetic the compiler cannot remove.
-#[inline(never)]
-fn spin(iters: u64) -> u64 {
-    let mut x = black_box(0x9E37_79B9_7F4A_7C15_u64);
-    for i in 0..iters {
-        x = x.rotate_left(7).wrapping_mul(0x2545_F491_4F6C_DD1D) ^ i;
-    }
-    black_box(x)
-}
-
-/// The number of [`spin`] iterations that take about `ns` nanoseconds: the fastest of a
-/// few timed runs, so that background load does not inflate it.
-fn calibrate(ns: f64) -> u64 {
-    const PROBE: u64 = 1_000_000;
-    let best = (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            spin(PROBE);
-            start.elapsed().as_nanos() as f64
-        })
-        .fold(f64::INFINITY, f64::min);
-    ((ns * PROBE as f64 / best).round() as u64).max(1)
-}
 
 /// `fib(n)` with both calls in a `when_all`; a node builds its children when it runs.
 fn fib_when_all(n: u64) -> AnySender<'static, u64> {
