@@ -28,7 +28,9 @@
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
 //! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
-//! `rayon_outside` (`n` round trips from outside).
+//! `rayon_outside` (`n` round trips from outside). `SENDERS_PROFILE_THREADS=1` gives
+//! both pools one worker, so that callgrind counts instructions without an idle worker's
+//! spinning.
 //!
 //! `fib` and `tree` need a recursive sender, which Rust cannot name directly (its
 //! operation state would contain itself): they use [`AnySender`], the crate's
@@ -68,8 +70,9 @@ const TREE_DEPTH: u32 = 20;
 const FIB_N: u64 = 30;
 
 fn pools() -> (StaticThreadPool, rayon::ThreadPool) {
-    let ours = StaticThreadPool::new(THREADS).expect("senders pool");
-    let theirs = rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("rayon pool");
+    let threads = paired::threads(THREADS);
+    let ours = StaticThreadPool::new(threads).expect("senders pool");
+    let theirs = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool");
     (ours, theirs)
 }
 

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! For profilers, `SENDERS_SCOPE_PROFILE=tree:20 target/release/deps/scope-*` runs one
-//! workload 20 times without criterion (see [`profile`] for the workloads).
+//! workload 20 times without criterion (see [`profile`] for the workloads);
+//! `SENDERS_PROFILE_THREADS=1` gives every pool one worker, for exact callgrind counts.
 //!
 //! Every workload is checked once, before its group is timed: a counting variant visits
 //! the tree (or runs the flat spawns) and the count must equal the node count, with
@@ -448,9 +449,10 @@ impl<'c, 'f> Group<'c, 'f> {
 /// Both pools, and our scheduler with a `'static` lifetime for the spawned closures
 /// (one leaked `Arc` clone per group).
 fn pools() -> (StaticThreadPool, &'static PoolScheduler, rayon::ThreadPool) {
-    let ours = StaticThreadPool::new(THREADS).expect("senders pool");
+    let threads = paired::threads(THREADS);
+    let ours = StaticThreadPool::new(threads).expect("senders pool");
     let sch: &'static PoolScheduler = Box::leak(Box::new(ours.scheduler()));
-    let theirs = rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("rayon pool");
+    let theirs = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool");
     (ours, sch, theirs)
 }
 

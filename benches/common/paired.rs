@@ -67,3 +67,9 @@ pub fn format_ns(ns: f64) -> String {
         ns => format!("{ns:.1} ns"),
     }
 }
+
+/// The workers of the pools: `default`, or `SENDERS_PROFILE_THREADS` when set (a
+/// one-worker pool makes callgrind's instruction counts exact: no idle worker spins).
+pub fn threads(default: usize) -> usize {
+    std::env::var("SENDERS_PROFILE_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
