@@ -17,6 +17,7 @@ use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::ptr::NonNull;
 
@@ -154,17 +155,38 @@ struct Header<V, E, Sch> {
     drop: unsafe fn(NonNull<Header<V, E, Sch>>),
 }
 
-/// What a block holds.
-enum Slot<S, Op> {
-    Sender(S),
-    Op(Op),
-    Empty,
+/// What a block holds: the sender until the operation starts, then, in the same place,
+/// the operation. `holds` says which.
+union Slot<S, Op> {
+    sender: ManuallyDrop<S>,
+    op: ManuallyDrop<Op>,
 }
+
+/// `Block::holds`: the sender.
+const SENDER: u8 = 0;
+/// `Block::holds`: the operation.
+const OP: u8 = 1;
+/// `Block::holds`: nothing (the sender was taken and `connect` panicked).
+const EMPTY: u8 = 2;
 
 #[repr(C)]
 struct Block<V, E, Sch, S, Op> {
     header: Header<V, E, Sch>,
+    holds: u8,
     slot: Slot<S, Op>,
+}
+
+impl<V, E, Sch, S, Op> Drop for Block<V, E, Sch, S, Op> {
+    fn drop(&mut self) {
+        // SAFETY: `holds` names the live member of the slot, if any.
+        unsafe {
+            match self.holds {
+                SENDER => ManuallyDrop::drop(&mut self.slot.sender),
+                OP => ManuallyDrop::drop(&mut self.slot.op),
+                _ => {}
+            }
+        }
+    }
 }
 
 type OpOf<S, V, E, Sch> = <S as SenderTo<AnyReceiver<V, E, Sch>>>::Operation;
@@ -179,23 +201,26 @@ where
     S: SenderTo<AnyReceiver<V, E, Sch>, Value = V, Error = E>,
 {
     let block = h.cast::<Block<V, E, Sch, S, OpOf<S, V, E, Sch>>>().as_ptr();
-    // SAFETY: the caller's contract: the slot is ours, and it does not move.
-    let slot = unsafe { &mut (*block).slot };
-    let Slot::Sender(sndr) = std::mem::replace(slot, Slot::Empty) else { unreachable!("AnySender: started once") };
-    let set_panic = rcvr.vtable.set_panic;
-    let real = rcvr.rcvr;
-    // A panic in `connect` (or in a domain hook it runs) completes the real receiver.
-    match catch(move || sndr.connect(rcvr)) {
-        Ok(op) => {
-            *slot = Slot::Op(op);
-            let Slot::Op(op) = slot else { unreachable!() };
-            // SAFETY: the operation is pinned in the block, which never moves, and is
-            // started once.
-            unsafe { Pin::new_unchecked(op).start() }
+    // SAFETY: the caller's contract: the block is ours and does not move.
+    unsafe {
+        assert!((*block).holds == SENDER, "AnySender: started once");
+        (*block).holds = EMPTY;
+        let sndr = ManuallyDrop::take(&mut (*block).slot.sender);
+        let op: *mut OpOf<S, V, E, Sch> = (&raw mut (*block).slot.op).cast();
+        let set_panic = rcvr.vtable.set_panic;
+        let real = rcvr.rcvr;
+        // `connect` returns straight into the block (no copy of a large operation), and a
+        // panic in it (or in a domain hook it runs) completes the real receiver.
+        match catch(move || op.write(sndr.connect(rcvr))) {
+            Ok(()) => {
+                (*block).holds = OP;
+                // The operation is pinned in the block, which never moves; started once.
+                Pin::new_unchecked(&mut *op).start()
+            }
+            // The real receiver is alive and was not completed (the erased receiver went
+            // down with the unwind).
+            Err(p) => (set_panic)(real, p),
         }
-        // SAFETY: the real receiver is alive and was not completed (the erased receiver
-        // went down with the unwind).
-        Err(p) => unsafe { (set_panic)(real, p) },
     }
 }
 
@@ -277,10 +302,18 @@ impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
         S: SenderTo<AnyReceiver<V, E, Sch>, Value = V, Error = E> + Send + 'a,
         OpOf<S, V, E, Sch>: Send,
     {
-        let block = crate::block::new(Block::<V, E, Sch, S, OpOf<S, V, E, Sch>> {
-            header: Header { start: start_block::<V, E, Sch, S>, drop: drop_block::<V, E, Sch, S, OpOf<S, V, E, Sch>> },
-            slot: Slot::Sender(sndr),
-        });
+        let block = crate::block::uninit::<Block<V, E, Sch, S, OpOf<S, V, E, Sch>>>();
+        let b = block.as_ptr();
+        // SAFETY: a fresh block for this type; the fields are written one by one, so
+        // that only the sender, not the whole slot (sized for the operation), is copied.
+        unsafe {
+            (&raw mut (*b).header).write(Header {
+                start: start_block::<V, E, Sch, S>,
+                drop: drop_block::<V, E, Sch, S, OpOf<S, V, E, Sch>>,
+            });
+            (&raw mut (*b).holds).write(SENDER);
+            (&raw mut (*b).slot.sender).write(ManuallyDrop::new(sndr));
+        }
         AnySender { block: block.cast(), _borrow: PhantomData }
     }
 

@@ -107,17 +107,26 @@ fn block_layout(class: usize) -> Layout {
 /// Moves `value` into a block: a recycled one for small layouts, the global allocator's
 /// otherwise.
 pub(crate) fn new<T>(value: T) -> NonNull<T> {
+    let ptr = uninit::<T>();
+    // SAFETY: fresh memory, aligned for a `T`.
+    unsafe { ptr.as_ptr().write(value) };
+    ptr
+}
+
+/// A block for a `T`, uninitialized, for a caller that writes the value field by field
+/// (a value with a large union, of which only a small member is live, would otherwise be
+/// copied whole). Freed with [`free`] or [`drop_and_free`] like a block from [`new`],
+/// once its value is written.
+pub(crate) fn uninit<T>() -> NonNull<T> {
     let layout = Layout::new::<T>();
-    let ptr = match class_of(layout) {
-        // SAFETY: a fresh block of `class`; the value lives right after the header.
+    match class_of(layout) {
+        // SAFETY: a fresh block of `class`; the value lives right after the header, which
+        // keeps 16-byte alignment.
         Some(class) if layout.size() > 0 => unsafe {
             NonNull::new_unchecked(cache::alloc(class).add(HEADER).cast::<T>())
         },
         _ => global_alloc(layout),
-    };
-    // SAFETY: fresh memory, aligned for a `T` (the header keeps 16-byte alignment).
-    unsafe { ptr.as_ptr().write(value) };
-    ptr
+    }
 }
 
 /// Frees the memory of a block from [`new`], without dropping its contents.
@@ -232,23 +241,36 @@ mod cache {
     /// `Remote`s of exited threads, for new threads to adopt.
     static PARKED: Mutex<Vec<&'static Remote>> = Mutex::new(Vec::new());
 
-    /// One thread's cache.
+    /// One thread's cache. Built by a constant expression, so the thread-local needs no
+    /// lazy initialization on the hot path; its `Remote` is taken on first need.
     struct Cache {
-        remote: &'static Remote,
+        remote: Cell<*const Remote>,
         lists: [Cell<*mut Free>; CLASSES],
-        lens: [Cell<usize>; CLASSES],
+        lens: [Cell<u32>; CLASSES],
     }
 
     impl Cache {
-        fn new() -> Self {
-            let parked = PARKED.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        const fn new() -> Self {
             Cache {
-                remote: parked.unwrap_or_else(|| Box::leak(Box::new(Remote::new()))),
+                remote: Cell::new(ptr::null()),
                 lists: [const { Cell::new(ptr::null_mut()) }; CLASSES],
                 lens: [const { Cell::new(0) }; CLASSES],
             }
         }
 
+        /// This thread's `Remote`: a parked one adopted, or a new one, on first use.
+        fn remote(&self) -> &'static Remote {
+            let mut remote = self.remote.get();
+            if remote.is_null() {
+                let parked = PARKED.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                remote = parked.unwrap_or_else(|| Box::leak(Box::new(Remote::new())));
+                self.remote.set(remote);
+            }
+            // SAFETY: `Remote`s are leaked, never freed.
+            unsafe { &*remote }
+        }
+
+        #[inline]
         fn pop(&self, class: usize) -> Option<*mut u8> {
             let head = self.lists[class].get();
             if head.is_null() {
@@ -266,8 +288,10 @@ mod cache {
         /// # Safety
         ///
         /// `block` is a free block owned by this thread's `Remote`.
+        #[inline]
         unsafe fn keep(&self, block: *mut u8, class: usize) {
-            if self.lens[class].get() >= LOCAL_CAP {
+            let len = self.lens[class].get();
+            if len as usize >= LOCAL_CAP {
                 // SAFETY: free and on no list.
                 unsafe { release_block(block) };
                 return;
@@ -276,12 +300,12 @@ mod cache {
             // SAFETY: the block is free; its value area holds the link.
             unsafe { (*free).next = self.lists[class].get() };
             self.lists[class].set(free);
-            self.lens[class].set(self.lens[class].get() + 1);
+            self.lens[class].set(len + 1);
         }
 
         /// Moves every block of ours freed elsewhere onto the local lists.
         fn drain_remote(&self) {
-            let mut free = self.remote.take_all();
+            let mut free = self.remote().take_all();
             while !free.is_null() {
                 // SAFETY: taken from our remote stack: free blocks of ours.
                 let next = unsafe { (*free).next };
@@ -295,6 +319,10 @@ mod cache {
 
     impl Drop for Cache {
         fn drop(&mut self) {
+            if self.remote.get().is_null() {
+                // Never allocated a block: nothing is ours.
+                return;
+            }
             self.drain_remote();
             for class in 0..CLASSES {
                 while let Some(block) = self.pop(class) {
@@ -302,26 +330,29 @@ mod cache {
                     unsafe { release_block(block) };
                 }
             }
-            PARKED.lock().unwrap_or_else(|e| e.into_inner()).push(self.remote);
+            PARKED.lock().unwrap_or_else(|e| e.into_inner()).push(self.remote());
         }
     }
 
     thread_local! {
-        static CACHE: Cache = Cache::new();
+        static CACHE: Cache = const { Cache::new() };
     }
 
     /// A block of `class`: from the local list, else from the remote stack, else new.
+    #[inline]
     pub(super) fn alloc(class: usize) -> *mut u8 {
         CACHE
-            .try_with(|c| {
-                c.pop(class).unwrap_or_else(|| {
-                    c.drain_remote();
-                    c.pop(class).unwrap_or_else(|| fresh_block(class, c.remote))
-                })
-            })
+            .try_with(|c| c.pop(class).unwrap_or_else(|| refill(c, class)))
             // A thread whose cache is gone (in its own exit) still gets a block, owned
             // by nobody's list: it goes back to the allocator when freed.
             .unwrap_or_else(|_| fresh_block(class, ptr::null()))
+    }
+
+    /// The slow path of `alloc`: the local list of `class` is empty.
+    #[cold]
+    fn refill(c: &Cache, class: usize) -> *mut u8 {
+        c.drain_remote();
+        c.pop(class).unwrap_or_else(|| fresh_block(class, c.remote()))
     }
 
     /// Frees `block` to its owner: the local list if that is this thread, its remote
@@ -330,11 +361,13 @@ mod cache {
     /// # Safety
     ///
     /// `block` is a block from `alloc` whose value is gone; freed once.
+    #[inline]
     pub(super) unsafe fn free(block: *mut u8) {
         // SAFETY: the header is intact.
         let Header { owner, class } = unsafe { block.cast::<Header>().read() };
         let mine = CACHE.try_with(|c| {
-            if ptr::eq(c.remote, owner) {
+            // A block with no owner is never ours, even before this thread has a `Remote`.
+            if !owner.is_null() && ptr::eq(c.remote.get(), owner) {
                 // SAFETY: ours, free.
                 unsafe { c.keep(block, class) };
                 true
@@ -366,6 +399,7 @@ mod cache {
     /// # Safety
     ///
     /// As in the non-loom build.
+    #[inline]
     pub(super) unsafe fn free(block: *mut u8) {
         // SAFETY: forwarded.
         unsafe { release_block(block) }

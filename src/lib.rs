@@ -83,6 +83,7 @@ pub mod domain;
 pub mod env;
 mod ext;
 pub mod factories;
+mod inplace;
 mod outcome;
 mod panic;
 pub mod pool;

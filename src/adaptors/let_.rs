@@ -16,7 +16,8 @@ use std::pin::Pin;
 
 use crate::domain::{CommonDomain, MaybeDomain};
 use crate::env::Env;
-use crate::panic::{Panic, catch};
+use crate::inplace::InPlace;
+use crate::panic::Panic;
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
@@ -204,7 +205,7 @@ where
     R: Receiver<K::Value, K::Error>,
 {
     f: Option<F>,
-    second: Option<SecondOp<K, S, F, R>>,
+    second: InPlace<SecondOp<K, S, F, R>>,
     shared: LetShared<R, K::Sched>,
 }
 
@@ -266,10 +267,12 @@ where
         let shared = unsafe { &raw const (*state).shared };
         // A panic in `f`, in the second sender's `connect`, or in a domain hook it runs,
         // is delivered as `set_panic`.
-        match catch(move || make(f).connect(LetSecondReceiver { shared, _d: PhantomData })) {
-            // SAFETY: the slot is in the pinned state, written once and never moved; the
-            // operation is pinned there and started once.
-            Ok(op) => unsafe { Pin::new_unchecked((*state).second.insert(op)).start() },
+        // SAFETY: the state is alive and pinned; only this completion of the first
+        // operation touches `second`, once.
+        let second = unsafe { &mut (*state).second };
+        match second.emplace(move || make(f).connect(LetSecondReceiver { shared, _d: PhantomData })) {
+            // SAFETY: pinned in place inside the pinned operation; started once.
+            Ok(op) => unsafe { Pin::new_unchecked(op).start() },
             Err(p) => self.final_rcvr().set_panic(p),
         }
     }
@@ -398,7 +401,7 @@ where
         LetOp {
             state: LetState {
                 f: Some(self.f),
-                second: None,
+                second: InPlace::empty(),
                 shared: LetShared { rcvr: UnsafeCell::new(Some(receiver)), sched },
             },
             sndr: Some(self.sndr),
