@@ -62,5 +62,11 @@ fn thread_hop(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, inline_pipeline, thread_hop);
+// No plots: criterion's plotting backend fails where it finds no font (it needs none
+// to measure), and the tables printed here are the results.
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = inline_pipeline, thread_hop
+}
 criterion_main!(benches);

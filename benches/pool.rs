@@ -784,7 +784,13 @@ fn profile(spec: &str) {
     println!("{what}({n}) × {repeats}: {per:?} per run (checksum {sum})");
 }
 
-criterion::criterion_group!(benches, schedule, bulk_mem, bulk_compute, tree, fib);
+// No plots: criterion's plotting backend fails where it finds no font (it needs none
+// to measure), and the tables printed here are the results.
+criterion::criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = schedule, bulk_mem, bulk_compute, tree, fib
+}
 
 fn main() {
     if let Ok(spec) = std::env::var("SENDERS_POOL_PROFILE") {
@@ -792,6 +798,6 @@ fn main() {
         return;
     }
     benches();
-    Criterion::default().configure_from_args().final_summary();
+    Criterion::default().without_plots().configure_from_args().final_summary();
     print_ratios();
 }

@@ -537,7 +537,13 @@ fn let_scope(c: &mut Criterion) {
     }
 }
 
-criterion::criterion_group!(benches, tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope);
+// No plots: criterion's plotting backend fails where it finds no font (it needs none
+// to measure), and the tables printed here are the results.
+criterion::criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope
+}
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
 /// profilers. `what` is `tree`, `tree_single`, `tree_work`, `rayon_tree`, `flat`,
@@ -571,7 +577,7 @@ fn main() {
         return;
     }
     benches();
-    Criterion::default().configure_from_args().final_summary();
+    Criterion::default().without_plots().configure_from_args().final_summary();
     let rows = ROWS.lock().unwrap();
     if !rows.is_empty() {
         println!("\n==> summary (speedup = baseline time ÷ ours; the target applies to the interleaved median)");

@@ -194,7 +194,7 @@ fn main() {
     if let Ok(spec) = std::env::var("SENDERS_TASK_PROFILE") {
         return profile(&spec, &e);
     }
-    let mut c = Criterion::default().configure_from_args();
+    let mut c = Criterion::default().without_plots().configure_from_args();
     benches(&mut c, &e);
     c.final_summary();
     println!("\n==> interleaved rounds (speedup = baseline time / ours)");
