@@ -8,7 +8,7 @@ use crate::env::Env;
 use crate::outcome::Outcome;
 use crate::panic::Panic;
 use crate::receiver::Receiver;
-use crate::schedulers::run_loop::{AbortOnUnwind, RunLoop, RunLoopScheduler};
+use crate::schedulers::run_loop::{AbortOnUnwind, Finisher, RunLoop, RunLoopScheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::stop::StopToken;
 
@@ -73,7 +73,7 @@ struct State<V, E> {
 /// The receiver `sync_wait` connects its sender to.
 pub struct SyncWaitReceiver<V, E> {
     state: *const State<V, E>,
-    sch: RunLoopScheduler,
+    finisher: Finisher,
 }
 
 // SAFETY: the receiver writes the outcome (a `V` or `E`, both `Send`) into state owned by
@@ -89,8 +89,9 @@ impl<V, E> SyncWaitReceiver<V, E> {
         // SAFETY: the state lives on the waiting thread's stack until `finish` below lets
         // `run` return; this receiver is the only writer, and completes once.
         unsafe { *(*self.state).outcome.get() = Some(outcome) };
-        // `self.sch` is our own handle on the loop: after `finish`, the state may be gone.
-        self.sch.finish();
+        // SAFETY: the waiting thread keeps its loop until this one completion finishes
+        // it. After `finish`, the state may be gone.
+        unsafe { self.finisher.finish() };
     }
 }
 
@@ -125,7 +126,7 @@ where
     let run_loop = RunLoop::for_sync_wait();
     let outcome = {
         let state = State { env: SyncWaitEnv { run_loop: &run_loop }, outcome: UnsafeCell::new(None) };
-        let rcvr = SyncWaitReceiver { state: &state, sch: run_loop.scheduler() };
+        let rcvr = SyncWaitReceiver { state: &state, finisher: run_loop.finisher() };
         run_loop.claim_current_thread();
         let mut op = pin!(sndr.connect(rcvr));
         let guard = AbortOnUnwind("an operation's start unwound inside sync_wait");

@@ -59,6 +59,16 @@ pub(crate) struct Inner {
     /// The thread running the loop: the address of a thread-local of that thread (0:
     /// none), so that `is_current` takes no lock.
     runner: AtomicUsize,
+    /// Under loom: finishes in progress, which must be none when the loop is dropped.
+    #[cfg(loom)]
+    finishing: AtomicUsize,
+}
+
+#[cfg(loom)]
+impl Drop for Inner {
+    fn drop(&mut self) {
+        assert_eq!(self.finishing.load(Ordering::Relaxed), 0, "run loop dropped during a finish");
+    }
 }
 
 #[cfg(not(loom))]
@@ -85,6 +95,8 @@ impl Inner {
             ready: Condvar::new(),
             state: AtomicUsize::new(0),
             runner: AtomicUsize::new(0),
+            #[cfg(loom)]
+            finishing: AtomicUsize::new(0),
         }
     }
 
@@ -255,6 +267,12 @@ impl RunLoop {
         self.inner.finish();
     }
 
+    /// The handle through which `sync_wait`'s receiver finishes this loop (see
+    /// [`Finisher`]).
+    pub(crate) fn finisher(&self) -> Finisher {
+        Finisher { inner: Arc::as_ptr(&self.inner) }
+    }
+
     /// A loop for `sync_wait` on this thread: the thread's cached one if it is free
     /// (not used by an outer `sync_wait` of this thread), else a new one. Give it back
     /// with [`recycle`](Self::recycle).
@@ -289,6 +307,55 @@ impl Drop for AbortOnUnwind {
     fn drop(&mut self) {
         eprintln!("senders: {}; aborting (completions and `start` must not unwind)", self.0);
         std::process::abort();
+    }
+}
+
+/// What finishes the loop of a `sync_wait`: a pointer, not a counted handle, so that a
+/// sender completing inline (on the waiting thread, the common case) costs no reference
+/// count. The waiting thread keeps the loop alive until it sees `FINISHED`, so until
+/// the finish the pointer is valid. After it, the loop may be gone as soon as the runner
+/// sees it, unless the finish runs on the runner's own thread (the runner is then below
+/// on this stack and cannot return meanwhile). So a finish from another thread first
+/// takes a reference, while `FINISHED` is still clear, and drops it after notifying.
+pub(crate) struct Finisher {
+    inner: *const Inner,
+}
+
+// SAFETY: the pointer targets a `Sync` loop kept alive as described above; `finish` takes
+// care of the other-thread case.
+unsafe impl Send for Finisher {}
+// SAFETY: a shared `Finisher` offers nothing.
+unsafe impl Sync for Finisher {}
+
+impl Finisher {
+    /// Sets `FINISHED` and wakes the runner if it sleeps.
+    ///
+    /// # Safety
+    ///
+    /// The loop is not finished yet, its runner keeps it alive until it is, and this is
+    /// the only finish of the loop (it is called once).
+    pub(crate) unsafe fn finish(self) {
+        // SAFETY: alive until finished, by the caller's contract.
+        let inner = unsafe { &*self.inner };
+        #[cfg(loom)]
+        inner.finishing.fetch_add(1, Ordering::Relaxed);
+        if inner.runner.load(Ordering::Relaxed) == thread_mark() {
+            // The runner is this thread (thread marks are unique among live threads, and
+            // only the runner's thread stores its own): it cannot free the loop during
+            // this call.
+            inner.finish();
+            #[cfg(loom)]
+            inner.finishing.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            // SAFETY: not finished yet, so alive: a new reference may be taken.
+            let keep = unsafe {
+                Arc::increment_strong_count(self.inner);
+                Arc::from_raw(self.inner)
+            };
+            keep.finish();
+            #[cfg(loom)]
+            keep.finishing.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -464,6 +531,48 @@ mod loom_tests {
                 "an accepted node runs once, a refused one never"
             );
             drop(node);
+        });
+    }
+
+    /// `sync_wait`'s finish from another thread races the runner, which may return and
+    /// drop the loop as soon as it sees `FINISHED`, before the finisher's notification
+    /// (after a spurious wake-up of its wait, which loom's condition variable does not
+    /// produce: the runner here announces `SLEEPING` as `run` does, then returns on
+    /// seeing `FINISHED` without waiting). The finisher's own reference keeps the loop
+    /// alive through its notification; without it, the loop's drop (under loom) finds a
+    /// finish in progress.
+    #[test]
+    fn a_finisher_on_another_thread_outlives_the_runner_s_return() {
+        loom::model(|| {
+            let run_loop = RunLoop::new();
+            run_loop.claim_current_thread();
+            let finisher = run_loop.finisher();
+            let other = thread::spawn(move || {
+                // SAFETY: the loop is not finished, its runner keeps it until it is, and
+                // this is its one finish.
+                unsafe { finisher.finish() }
+            });
+            let inner = &run_loop.inner;
+            let q = lock(&inner.queue);
+            inner.state.fetch_or(SLEEPING, Ordering::AcqRel);
+            drop(q);
+            while inner.state.load(Ordering::Acquire) & FINISHED == 0 {
+                thread::yield_now();
+            }
+            drop(run_loop);
+            other.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_finisher_on_the_runner_s_thread_takes_no_reference() {
+        loom::model(|| {
+            let run_loop = RunLoop::new();
+            run_loop.claim_current_thread();
+            // SAFETY: as above, on the runner's own thread, before `run`.
+            unsafe { run_loop.finisher().finish() };
+            assert_eq!(Arc::strong_count(&run_loop.inner), 1);
+            run_loop.run();
         });
     }
 
