@@ -15,7 +15,10 @@ mod whole_pool {
     use loom::sync::atomic::{AtomicUsize, Ordering};
     use loom::thread;
 
-    use senders::{CountingScope, PoolScheduler, SenderExt, StaticThreadPool, schedule, spawn, sync_wait};
+    use senders::{
+        CountingScope, PoolScheduler, SenderExt, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
+        when_all,
+    };
 
     /// What the jobs of a model did: ran their body, or completed stopped.
     #[derive(Clone, Default)]
@@ -177,6 +180,68 @@ mod whole_pool {
             sync_wait(scope.join()).unwrap();
             assert_eq!(stopped_elsewhere.load(Ordering::Relaxed), 0, "an accepted job completed stopped");
             assert!(ran.load(Ordering::Relaxed) <= 1);
+        });
+    }
+
+    /// (F) `when_all` of two children on a worker, the pool's join: the second child is
+    /// forked and the first runs inline, with its arrival noted rather than counted; the
+    /// worker then takes the second back unless the other worker stole it. Both values
+    /// arrive exactly once, whoever ran the second child and in whichever order.
+    #[test]
+    fn when_all_on_a_worker_with_the_second_child_stolen_or_taken_back() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let both = when_all((just(1).then(|x: u32| x + 1), just(10u32)));
+            assert_eq!(sync_wait(starts_on(pool.scheduler(), both)).unwrap(), Some((2, 10)));
+            drop(pool);
+        });
+    }
+
+    /// (G) The same with a first child that hops (its `schedule()` goes onto the deque
+    /// above the forked child), so it arrives outside the window, from either worker:
+    /// the forked child is not taken back, and the count settles with atomics.
+    #[test]
+    fn when_all_on_a_worker_whose_first_child_hops() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let both = when_all((schedule(&pool.scheduler()).then(|()| 1u32), just(10u32)));
+            assert_eq!(sync_wait(starts_on(pool.scheduler(), both)).unwrap(), Some((1, 10)));
+            drop(pool);
+        });
+    }
+
+    /// (H) The join inside spawned work whose scope is stopped from another thread. The
+    /// first child (a one-iteration `bulk`, which looks at its stop token) links the
+    /// parent's token and completes inline, so its arrival is noted and the second child
+    /// is taken back while a stop forwarder may hold a count: the count must then be
+    /// settled with a read-modify-write. The spawned work completes exactly once, with
+    /// both values or stopped, and the join returns.
+    #[test]
+    fn when_all_join_racing_a_stop_of_its_scope() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let scope = Arc::new(CountingScope::new());
+            let tally = Tally::default();
+            let (ran, stopped) = (tally.ran.clone(), tally.stopped.clone());
+            let sch = pool.scheduler();
+            let work = schedule(&sch)
+                .let_value(|()| when_all((just(1u32).bulk(1, |_, _: &u32| {}), just(10u32))))
+                .then(move |(a, b)| {
+                    assert_eq!((a, b), (1, 10));
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+                .upon_stopped(move || {
+                    stopped.fetch_add(1, Ordering::Relaxed);
+                });
+            assert!(spawn(work, scope.token()));
+            let other = {
+                let scope = scope.clone();
+                thread::spawn(move || scope.request_stop())
+            };
+            sync_wait(scope.join()).unwrap();
+            assert_eq!(tally.ran() + tally.stopped(), 1);
+            other.join().unwrap();
+            drop(pool);
         });
     }
 }

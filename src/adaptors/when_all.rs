@@ -20,7 +20,7 @@
 //! its slot or failure (`AcqRel`), and the one that brings it to zero completes the
 //! parent.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::marker::{PhantomData, PhantomPinned};
 
 use crate::sync;
@@ -117,18 +117,26 @@ pub trait ConnectTuple<R>: SenderTuple {
 
     /// Offers every child but the first to `fork` (a pointer to its operation and the
     /// function that starts it, to be called exactly once, on any thread); children
-    /// `fork` declines (returns `false`) start inline. The first child starts inline,
-    /// last.
+    /// `fork` declines (returns `false`) start inline. The first child is left to
+    /// [`start_first`](Self::start_first).
     ///
     /// # Safety
     ///
-    /// As for `start_all`; `fork` must call each accepted start function exactly once
-    /// while the operation is alive (it stays alive until every child has completed).
-    unsafe fn start_forked(ops: *mut Self::Ops, fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool);
+    /// As for `start_all`, except that the first child must still be started after
+    /// this; `fork` must call each accepted start function exactly once while the
+    /// operation is alive (it stays alive until every child has completed).
+    unsafe fn fork_rest(ops: *mut Self::Ops, fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool);
+
+    /// Starts the first child.
+    ///
+    /// # Safety
+    ///
+    /// After [`fork_rest`](Self::fork_rest), once; afterwards `ops` may be gone.
+    unsafe fn start_first(ops: *mut Self::Ops);
 }
 
 /// Starts the operation state of type `Op` at `op`: the type-erased start that
-/// [`ConnectTuple::start_forked`] hands out.
+/// [`ConnectTuple::fork_rest`] hands out.
 ///
 /// # Safety
 ///
@@ -140,12 +148,16 @@ pub(crate) unsafe fn start_erased<Op: OperationState>(op: *const ()) {
 
 /// How a `when_all` operation starts its children.
 pub trait StartPolicy: 'static {
-    /// Starts the children.
+    /// Starts the children of the operation whose shared state is `shared`.
     ///
     /// # Safety
     ///
-    /// As for [`ConnectTuple::start_all`].
-    unsafe fn start<C: ConnectTuple<R>, R>(ops: *mut C::Ops);
+    /// As for [`ConnectTuple::start_all`]; `shared` is the operation's pinned shared
+    /// state, alive until the last child arrives.
+    unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
+        shared: *const Shared<C, R>,
+        ops: *mut C::Ops,
+    );
 }
 
 /// The default policy: start the children one after the other on the calling thread.
@@ -153,7 +165,7 @@ pub trait StartPolicy: 'static {
 pub enum Sequential {}
 
 impl StartPolicy for Sequential {
-    unsafe fn start<C: ConnectTuple<R>, R>(ops: *mut C::Ops) {
+    unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(_: *const Shared<C, R>, ops: *mut C::Ops) {
         // SAFETY: forwarded from the caller.
         unsafe { C::start_all(ops) }
     }
@@ -224,6 +236,29 @@ pub struct Shared<C: SenderTuple, R> {
     /// `source` (see [`link`](Self::link)).
     linked: AtomicBool,
     on_parent_stop: sync::UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+}
+
+/// The window of [`Shared::start_first_deferring`] open on this thread: whose first child
+/// is starting, and how many of its children's arrivals were noted meanwhile. It lives
+/// in a thread-local, not in the operation: when nothing was noted, the operation may be
+/// gone by the time the window closes.
+#[derive(Clone, Copy)]
+struct Window {
+    shared: *const (),
+    early: usize,
+}
+
+const NO_WINDOW: Window = Window { shared: std::ptr::null(), early: 0 };
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static WINDOW: Cell<Window> = const { Cell::new(NO_WINDOW) };
+}
+
+// Per model thread: loom runs every thread of a model on one OS thread.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static WINDOW: Cell<Window> = Cell::new(NO_WINDOW);
 }
 
 impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
@@ -305,6 +340,30 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         unsafe { Self::arrive(this.cast()) }
     }
 
+    /// A child has finished. On the thread that is starting this operation's first child
+    /// inline, while it does (the window of
+    /// [`start_first_deferring`](Self::start_first_deferring)), the arrival is only
+    /// noted, for that thread to settle afterwards; otherwise it is [`arrive`](Self::arrive).
+    ///
+    /// # Safety
+    ///
+    /// As for `arrive`; called once per child.
+    unsafe fn arrive_child(this: *const Self) {
+        let noted = WINDOW.with(|w| {
+            let mut window = w.get();
+            let ours = window.shared == this.cast();
+            if ours {
+                window.early += 1;
+                w.set(window);
+            }
+            ours
+        });
+        if !noted {
+            // SAFETY: forwarded.
+            unsafe { Self::arrive(this) }
+        }
+    }
+
     /// A child has finished (or a stop forwarder is done). The last one completes the
     /// parent.
     ///
@@ -313,10 +372,92 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// `this` is the live shared state; each holder of a count arrives exactly once.
     unsafe fn arrive(this: *const Self) {
         // SAFETY: the caller guarantees `this` is alive until the last arrival.
-        let last = unsafe { (*this).count.fetch_sub(1, Ordering::AcqRel) } == 1;
+        let count = unsafe { &(*this).count };
+        // A count of one is this holder alone: every other child has arrived, no
+        // forwarder holds a count, and none can take one (a forwarder adds only to a
+        // count it sees above zero, and the one left is ours). So the last arrival needs
+        // no read-modify-write: the acquire load sees the others' release decrements as
+        // the RMW would. A forwarder that adds one after this load brings the count back
+        // to one, never to zero, and `complete` waits for it before anything is freed.
+        let last = count.load(Ordering::Acquire) == 1 || count.fetch_sub(1, Ordering::AcqRel) == 1;
         if last {
             // SAFETY: every child has arrived, so we have exclusive access.
             unsafe { Self::complete(this) };
+        }
+    }
+
+    /// Starts the first child with `start`, on this thread, with the window open: the
+    /// arrivals of this operation's children on this thread during the call are noted
+    /// instead of counted, and their number is returned. They must be settled with
+    /// [`settle`](Self::settle) (or `settle_taken_back`), which the caller may defer
+    /// while it does something else with the operation: until then, the count cannot
+    /// reach zero, so the operation stays alive.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live shared state of a started operation, `start` starts its first
+    /// child, and the caller settles what this returns.
+    pub(crate) unsafe fn start_first_deferring(this: *const Self, start: impl FnOnce()) -> usize {
+        /// Closes the window, also if `start` unwinds, and says what it noted.
+        struct Restore(Window);
+        impl Restore {
+            fn close(&self) -> usize {
+                WINDOW.with(|w| w.replace(self.0)).early
+            }
+        }
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                self.close();
+            }
+        }
+        let outer = Restore(WINDOW.with(|w| w.replace(Window { shared: this.cast(), early: 0 })));
+        start();
+        // Nothing of the operation is touched here: with nothing noted, it may be gone.
+        let early = outer.close();
+        std::mem::forget(outer);
+        early
+    }
+
+    /// Counts `early` deferred arrivals; the last completes the operation, which may be
+    /// gone when this returns.
+    ///
+    /// # Safety
+    ///
+    /// `early` came from `start_first_deferring` of this live operation and is settled
+    /// once.
+    pub(crate) unsafe fn settle(this: *const Self, early: usize) {
+        if early == 0 {
+            return;
+        }
+        // SAFETY: alive: the deferred arrivals still hold their counts.
+        let count = unsafe { &(*this).count };
+        if count.fetch_sub(early, Ordering::AcqRel) == early {
+            // SAFETY: every child has arrived.
+            unsafe { Self::complete(this) };
+        }
+    }
+
+    /// Settles `early` deferred arrivals when the caller has taken back, unstarted, the
+    /// one child still to arrive (a two-child `when_all` whose forked child nobody
+    /// stole): nobody else can arrive or link a forwarder now, so unless a forwarder is
+    /// registered the count is set to one with a plain release store, and that child's
+    /// arrival, wherever it happens, finds it there and completes without a
+    /// read-modify-write. The caller then starts that child.
+    ///
+    /// # Safety
+    ///
+    /// As for `settle`; exactly one child is left, not started, and `early` plus one is
+    /// the operation's number of children.
+    pub(crate) unsafe fn settle_taken_back(this: *const Self, early: usize) {
+        // SAFETY: alive: the remaining child holds its count.
+        let s = unsafe { &*this };
+        if s.linked.load(Ordering::Acquire) {
+            // A forwarder may be adding to the count concurrently.
+            s.count.fetch_sub(early, Ordering::AcqRel);
+        } else {
+            // Release: the remaining child's arrival, on any thread, sees the noted
+            // children's slots through this store.
+            s.count.store(1, Ordering::Release);
         }
     }
 
@@ -408,23 +549,23 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Receiver<V, C::Error> 
         // before this child arrives.
         unsafe {
             (*self.slot).put(value);
-            Shared::arrive(self.shared);
+            Shared::arrive_child(self.shared);
         }
     }
     fn set_error(self, error: C::Error) {
         self.shared().fail(Some(Failure::Error(error)));
         // SAFETY: the shared state is alive until the last arrival, which may be this.
-        unsafe { Shared::arrive(self.shared) };
+        unsafe { Shared::arrive_child(self.shared) };
     }
     fn set_stopped(self) {
         self.shared().fail(None);
         // SAFETY: as in `set_error`.
-        unsafe { Shared::arrive(self.shared) };
+        unsafe { Shared::arrive_child(self.shared) };
     }
     fn set_panic(self, panic: Panic) {
         self.shared().fail(Some(Failure::Panic(panic)));
         // SAFETY: as in `set_error`.
-        unsafe { Shared::arrive(self.shared) };
+        unsafe { Shared::arrive_child(self.shared) };
     }
 }
 
@@ -481,18 +622,22 @@ macro_rules! tuple_impls {
                 }
             }
             #[allow(unused_mut, unused_variables)]
-            unsafe fn start_forked(ops: *mut Self::Ops, mut fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool) {
-                // SAFETY: as in `start_all`: the first child, started last, keeps the
-                // operation alive until every other child has been handed out or started.
-                unsafe {
-                    $(
+            unsafe fn fork_rest(ops: *mut Self::Ops, mut fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool) {
+                $(
+                    // SAFETY: as in `start_all`: the first child, started last, keeps the
+                    // operation alive until every other child has been handed out or
+                    // started.
+                    unsafe {
                         let op: *const () = (&raw const (*ops).$i).cast();
                         if !fork(op, start_erased::<$S::Operation>) {
                             Pin::new_unchecked(&mut (*ops).$i).start();
                         }
-                    )*
-                    Pin::new_unchecked(&mut (*ops).$i0).start();
-                }
+                    }
+                )*
+            }
+            unsafe fn start_first(ops: *mut Self::Ops) {
+                // SAFETY: forwarded from the caller.
+                unsafe { Pin::new_unchecked(&mut (*ops).$i0).start() }
             }
         }
     };
@@ -635,8 +780,8 @@ where
         // children's operations.
         let ops = unsafe { children.connect_all(shared) };
         let ops = this.ops.insert(ops);
-        // SAFETY: `ops` is pinned in place and unstarted.
-        unsafe { P::start::<C, R>(ops) };
+        // SAFETY: `ops` is pinned in place and unstarted; `shared` is pinned beside it.
+        unsafe { P::start::<C, R>(shared, ops) };
     }
 }
 

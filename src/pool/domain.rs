@@ -13,7 +13,9 @@ use std::pin::Pin;
 use super::{JobRef, WorkerThread};
 use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachFn, BulkFn};
 use crate::adaptors::then::{Then, ThenFn, ThenImpl};
-use crate::adaptors::when_all::{ConnectTuple, SenderTuple, StartPolicy, WhenAll, WhenAllImpl};
+use crate::adaptors::when_all::{
+    ConnectTuple, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
+};
 use crate::domain::Domain;
 use crate::env::Env;
 use crate::panic::{Panic, catch, discard};
@@ -84,19 +86,52 @@ impl Domain for PoolDomain {
 
 /// `when_all` on the pool: every child but the first is pushed on the current worker's
 /// deque, where idle workers steal it; the first runs inline (as a join does).
+///
+/// A join without the join's atomics when nobody steals (as `rayon::join` avoids its
+/// latch): arrivals of the children on this worker while the first child starts inline
+/// are only noted ([`WhenAllShared::start_first_deferring`]). If the first child
+/// completed that way and the `when_all` has two children, the worker then takes the
+/// second child back from the top of its deque; if nobody stole it, the count is set
+/// to one without a read-modify-write and the second child runs inline here, and its
+/// arrival completes the `when_all` without one either. Otherwise the noted arrivals
+/// are counted as usual. So a recursion whose subtrees complete inline pays no locked
+/// instruction for its `when_all`s, only the deque's.
 #[derive(Debug)]
 pub enum ForkOnPool {}
 
+/// Inline runs of taken-back children nested on one worker's stack beyond which they
+/// are left to the worker loop instead: a chain of `when_all`s nested in the second
+/// child would otherwise grow the stack with its length.
+const MAX_TAKEN_BACK_DEPTH: u32 = 64;
+
 impl StartPolicy for ForkOnPool {
-    unsafe fn start<C: ConnectTuple<R>, R>(ops: *mut C::Ops) {
+    unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
+        shared: *const WhenAllShared<C, R>,
+        ops: *mut C::Ops,
+    ) {
         WorkerThread::with_current(|worker| match worker {
             // SAFETY: forwarded from the caller; each forked start runs exactly once as a
             // job, while the `when_all` operation (which outlives its children) is alive.
+            // The noted arrivals are settled exactly once below; until then they keep
+            // the operation, and `ops` with it, alive.
             Some(worker) => unsafe {
-                C::start_forked(ops, |op, start| {
+                let mut last: *const () = std::ptr::null();
+                C::fork_rest(ops, |op, start| {
                     worker.push_local(JobRef::new(op, start));
+                    last = op;
                     true
-                })
+                });
+                let early = WhenAllShared::start_first_deferring(shared, || C::start_first(ops));
+                if early == 1 && C::LEN == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+                    // Our own job is the only one it can be: the operation is alive, so
+                    // no other job can have its second child's address.
+                    if let Some(job) = worker.take_back(last) {
+                        WhenAllShared::settle_taken_back(shared, early);
+                        worker.run_taken_back(job);
+                        return;
+                    }
+                }
+                WhenAllShared::settle(shared, early);
             },
             // SAFETY: forwarded from the caller.
             None => unsafe { C::start_all(ops) },

@@ -201,6 +201,8 @@ pub(crate) struct WorkerThread {
     rng: Cell<u64>,
     /// Set while this worker starts a spawned operation it took from a queue.
     fresh: Cell<bool>,
+    /// Taken-back jobs running nested on this worker's stack (see `take_back`).
+    taken_back: Cell<u32>,
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
@@ -248,6 +250,33 @@ impl WorkerThread {
     pub(crate) fn push_local(&self, job: JobRef) {
         self.deque.push(job);
         self.registry.sleep.wake_one();
+    }
+
+    /// Pops the job on top of this worker's deque if its data is `data` (a job this
+    /// worker pushed, still there: nobody stole it); otherwise leaves the deque as it
+    /// was.
+    pub(crate) fn take_back(&self, data: *const ()) -> Option<JobRef> {
+        let job = self.deque.pop()?;
+        if job.data == data {
+            return Some(job);
+        }
+        // Somebody else's job was on top (ours was stolen, or more was pushed since):
+        // put it back, announced as any push is.
+        self.push_local(job);
+        None
+    }
+
+    /// How many taken-back jobs are running nested on this worker's stack.
+    pub(crate) fn taken_back_depth(&self) -> u32 {
+        self.taken_back.get()
+    }
+
+    /// Runs a job from [`take_back`](Self::take_back) here, inline, as the worker loop
+    /// would have.
+    pub(crate) fn run_taken_back(&self, job: JobRef) {
+        self.taken_back.set(self.taken_back.get() + 1);
+        job.execute(Some(self));
+        self.taken_back.set(self.taken_back.get() - 1);
     }
 
     fn next_random(&self) -> usize {
@@ -309,6 +338,7 @@ impl WorkerThread {
             deque,
             rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
             fresh: Cell::new(false),
+            taken_back: Cell::new(0),
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
