@@ -68,6 +68,7 @@ impl Sleep {
     }
 
     /// Wakes one sleeping worker, if any sleeps. Called after work was pushed.
+    #[inline]
     pub(crate) fn wake_one(&self) {
         // The push path: the light side of the fence pair (a compiler fence on Linux) and
         // plain loads of words that stay shared in every core's cache while nobody
@@ -76,6 +77,12 @@ impl Sleep {
         if self.sleeping.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
             return;
         }
+        self.wake_a_sleeper();
+    }
+
+    /// The rest of `wake_one`, out of the push path: some bit was set.
+    #[cold]
+    fn wake_a_sleeper(&self) {
         let words = self.sleeping.len();
         let start = if words == 1 { 0 } else { self.next.fetch_add(1, Ordering::Relaxed) % words };
         for w in (start..words).chain(0..start) {
