@@ -4,6 +4,7 @@
 //! | group | ours (`senders`) | rayon | also |
 //! |---|---|---|---|
 //! | `schedule/outside` | `sync_wait(sch.schedule())` | `pool.install(\|\| ())` | |
+//! | `round_trip_cold` | the same, each after a pause in which the workers fell asleep | the same | |
 //! | `schedule/chain` | [`SCHED_N`] sequential `schedule()`s from a worker | as many chained `rayon::spawn`s | |
 //! | `schedule/fanout` | [`SCHED_N`] independent `schedule()`s from a worker | `rayon::scope` with as many `spawn`s | |
 //! | `bulk_mem` | `bulk_each(x += 1)`, early and late customized | `par_iter_mut` | a sequential loop |
@@ -28,7 +29,8 @@
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
 //! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
-//! `rayon_outside` (`n` round trips from outside). `SENDERS_PROFILE_THREADS=1` gives
+//! `rayon_outside` (`n` round trips from outside), and `outside_cold` /
+//! `rayon_outside_cold` (`n` round trips, each to a pool gone to sleep: the median). `SENDERS_PROFILE_THREADS=1` gives
 //! both pools one worker, so that callgrind counts instructions without an idle worker's
 //! spinning.
 //!
@@ -48,7 +50,7 @@ use std::marker::PhantomPinned;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, mpsc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
@@ -536,6 +538,59 @@ fn schedule(c: &mut Criterion) {
     g.finish();
 }
 
+/// The pause before each round trip of [`round_trip_cold`]: long enough for the
+/// workers of both pools to have gone to sleep.
+const COLD_PAUSE: Duration = Duration::from_millis(1);
+
+/// One round trip `f` from this thread to a pool whose workers sleep: pauses, then times
+/// only the trip.
+fn time_cold(f: &mut dyn FnMut()) -> Duration {
+    std::thread::sleep(COLD_PAUSE);
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
+/// `round_trip_cold`: `sync_wait(sch.schedule())` against `install(|| ())` when the
+/// workers have gone to sleep (the "main → sleeping worker → main"). Criterion
+/// sees only the trips (the pauses are not timed), so its measurement time is kept
+/// short; the interleaved comparison alternates rounds of 100 trips of each side.
+fn round_trip_cold(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let mut ours = || {
+        sync_wait(sch.schedule()).expect("round trip");
+    };
+    let mut theirs = || rpool.install(|| ());
+    let mut g = c.benchmark_group("round_trip_cold");
+    g.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(50));
+    g.measurement_time(Duration::from_millis(50));
+    for (id, f) in [("senders", &mut ours as &mut dyn FnMut()), ("rayon", &mut theirs)] {
+        let key = format!("round_trip_cold/{id}");
+        g.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let total: Duration = (0..iters).map(|_| time_cold(f)).sum();
+                with_record(&key, 10, |r| r.per_iter.push(total.as_nanos() as f64 / iters as f64));
+                total
+            })
+        });
+    }
+    g.finish();
+    let round = |f: &mut dyn FnMut()| median(&(0..100).map(|_| time_cold(f).as_nanos() as f64).collect::<Vec<_>>());
+    let ratios = (0..PAIRED_ROUNDS)
+        .map(|i| {
+            if i % 2 == 0 {
+                let o = round(&mut ours);
+                o / round(&mut theirs)
+            } else {
+                let t = round(&mut theirs);
+                round(&mut ours) / t
+            }
+        })
+        .collect();
+    with_record("round_trip_cold/senders", 10, |r| r.paired = ratios);
+}
+
 // ---------------------------------------------------------------------------------------
 // `bulk`: a parallel loop over 16 Mi f64, memory bound and compute bound.
 // ---------------------------------------------------------------------------------------
@@ -752,6 +807,22 @@ fn fib(c: &mut Criterion) {
     );
 }
 
+/// `n` round trips `f`, each after the pool's workers have gone to sleep (a pause of
+/// 2 ms); prints the median time of one. Returns the number of round trips.
+fn cold(n: u64, f: &mut dyn FnMut() -> u64) -> u64 {
+    let mut times: Vec<f64> = (0..n)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let start = Instant::now();
+            black_box(f());
+            start.elapsed().as_nanos() as f64
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    println!("median round trip to a sleeping pool: {}", format_ns(median(&times)));
+    n
+}
+
 /// `SENDERS_POOL_PROFILE=<what>:<n>:<repeats>`: runs one workload without criterion.
 fn profile(spec: &str) {
     let mut parts = spec.split(':');
@@ -777,6 +848,8 @@ fn profile(spec: &str) {
             }
             "outside" => (0..n).map(|_| sync_wait(sch.schedule()).map_or(0, |_| 1)).sum(),
             "rayon_outside" => (0..n).map(|_| rpool.install(|| 1)).sum(),
+            "outside_cold" => cold(n, &mut || sync_wait(sch.schedule()).map_or(0, |_| 1)),
+            "rayon_outside_cold" => cold(n, &mut || rpool.install(|| 1)),
             other => panic!("unknown profile workload {other:?}"),
         };
     }
@@ -789,7 +862,7 @@ fn profile(spec: &str) {
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = schedule, bulk_mem, bulk_compute, tree, fib
+    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, tree, fib
 }
 
 fn main() {

@@ -83,6 +83,25 @@ crate::sync::thread_local! {
     static THREAD_MARK: u8 = 0;
 }
 
+/// How long `run` looks for work before it sleeps, at most.
+#[cfg(not(loom))]
+const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// Looks at the state word until something is queued or the loop is finished, for at
+/// most [`SPIN`] (half busy, half yielding the processor). Under loom, not at all: the
+/// protocol must hold without it, and it would only multiply the interleavings.
+fn spin_for_work(inner: &Inner) {
+    #[cfg(not(loom))]
+    {
+        let start = std::time::Instant::now();
+        while inner.state.load(Ordering::Acquire) == 0 && start.elapsed() < SPIN {
+            std::thread::yield_now();
+        }
+    }
+    #[cfg(loom)]
+    let _ = inner;
+}
+
 /// A nonzero number unique to the calling thread among live threads.
 fn thread_mark() -> usize {
     THREAD_MARK.with(|m| std::ptr::from_ref(m) as usize)
@@ -217,6 +236,7 @@ impl RunLoop {
             return;
         }
         let mut q = lock(&inner.queue);
+        let mut spun = false;
         loop {
             let node = inner.pop(&mut q);
             if !node.is_null() {
@@ -229,6 +249,18 @@ impl RunLoop {
                 q = lock(&inner.queue);
                 continue;
             }
+            if !spun && inner.state.load(Ordering::Acquire) == 0 {
+                // Nothing queued and not finished: before sleeping, look for a short
+                // while without the lock. A completion from another thread that comes
+                // meanwhile (a round trip to an awake pool worker takes microseconds)
+                // then costs the waker no system call and this thread no wake-up.
+                spun = true;
+                drop(q);
+                spin_for_work(inner);
+                q = lock(&inner.queue);
+                continue;
+            }
+            spun = false;
             // Empty under the lock: sleep, unless finished (in the same step, so that a
             // `finish` either sees `SLEEPING` or is seen here).
             let s = inner.state.fetch_or(SLEEPING, Ordering::AcqRel);
