@@ -5,8 +5,9 @@
 # inside the library, which need crate internals: the
 # pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs),
 # the spawn_future race (src/scope/future.rs), let_async_scope's error, panic and stop
-# paths (src/scope/let_scope.rs), the sender-as-future block (src/bridge.rs), and the
-# task's state word (src/task/mod.rs).
+# paths (src/scope/let_scope.rs), the sender-as-future block (src/bridge.rs), the
+# task's state word (src/task/mod.rs), and the run loop with sync_wait's finisher
+# (src/schedulers/run_loop.rs). loom_pool also models the pool's when_all join.
 #
 #   tools/loom.sh                  # every loom test target
 #   tools/loom.sh register_races   # extra arguments go to `cargo test` (here: a filter)

@@ -89,7 +89,7 @@ impl Domain for PoolDomain {
 ///
 /// A join without the join's atomics when nobody steals (as `rayon::join` avoids its
 /// latch): arrivals of the children on this worker while the first child starts inline
-/// are only noted ([`WhenAllShared::start_first_deferring`]). If the first child
+/// are only noted (`Shared::start_first_deferring` in `when_all`). If the first child
 /// completed that way and the `when_all` has two children, the worker then takes the
 /// second child back from the top of its deque; if nobody stole it, the count is set
 /// to one without a read-modify-write and the second child runs inline here, and its
