@@ -148,12 +148,18 @@ pub(crate) unsafe fn start_erased<Op: OperationState>(op: *const ()) {
 
 /// How a `when_all` operation starts its children.
 pub trait StartPolicy: 'static {
+    /// Counts that the starting thread holds on the operation besides its children's
+    /// (the count starts at the number of children plus this): while it holds one, the
+    /// operation cannot complete, so it stays alive. `start` must release each, once,
+    /// through [`Shared::settle`] (or `settle_taken_back`).
+    const HOLD: usize = 0;
+
     /// Starts the children of the operation whose shared state is `shared`.
     ///
     /// # Safety
     ///
     /// As for [`ConnectTuple::start_all`]; `shared` is the operation's pinned shared
-    /// state, alive until the last child arrives.
+    /// state, alive until the last child arrives (and `HOLD` is released).
     unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
         shared: *const Shared<C, R>,
         ops: *mut C::Ops,
@@ -389,14 +395,20 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// Starts the first child with `start`, on this thread, with the window open: the
     /// arrivals of this operation's children on this thread during the call are noted
     /// instead of counted, and their number is returned. They must be settled with
-    /// [`settle`](Self::settle) (or `settle_taken_back`), which the caller may defer
-    /// while it does something else with the operation: until then, the count cannot
-    /// reach zero, so the operation stays alive.
+    /// [`settle`](Self::settle) (or `settle_taken_back`), together with the caller's
+    /// hold.
+    ///
+    /// The caller holds a count (its policy's `HOLD`) throughout, so the operation cannot
+    /// complete while the window is open, even if its children all arrive elsewhere:
+    /// its address, which names the window, cannot be reused meanwhile by another
+    /// `when_all` started on this thread, whose arrivals would then be taken for this
+    /// one's.
     ///
     /// # Safety
     ///
-    /// `this` is the live shared state of a started operation, `start` starts its first
-    /// child, and the caller settles what this returns.
+    /// `this` is the live shared state of a started operation on which the caller holds
+    /// a count, `start` starts its first child, and the caller settles what this
+    /// returns.
     pub(crate) unsafe fn start_first_deferring(this: *const Self, start: impl FnOnce()) -> usize {
         /// Closes the window, also if `start` unwinds, and says what it noted.
         struct Restore(Window);
@@ -412,48 +424,43 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         }
         let outer = Restore(WINDOW.with(|w| w.replace(Window { shared: this.cast(), early: 0 })));
         start();
-        // Nothing of the operation is touched here: with nothing noted, it may be gone.
         let early = outer.close();
         std::mem::forget(outer);
         early
     }
 
-    /// Counts `early` deferred arrivals; the last completes the operation, which may be
-    /// gone when this returns.
+    /// Releases `held` counts (noted arrivals and holds) of this thread; the last
+    /// completes the operation, which may be gone when this returns.
     ///
     /// # Safety
     ///
-    /// `early` came from `start_first_deferring` of this live operation and is settled
-    /// once.
-    pub(crate) unsafe fn settle(this: *const Self, early: usize) {
-        if early == 0 {
-            return;
-        }
-        // SAFETY: alive: the deferred arrivals still hold their counts.
+    /// `this` is live, and this thread holds `held` counts on it, released once.
+    pub(crate) unsafe fn settle(this: *const Self, held: usize) {
+        // SAFETY: alive: the counts we hold keep it so.
         let count = unsafe { &(*this).count };
-        if count.fetch_sub(early, Ordering::AcqRel) == early {
+        if count.fetch_sub(held, Ordering::AcqRel) == held {
             // SAFETY: every child has arrived.
             unsafe { Self::complete(this) };
         }
     }
 
-    /// Settles `early` deferred arrivals when the caller has taken back, unstarted, the
-    /// one child still to arrive (a two-child `when_all` whose forked child nobody
-    /// stole): nobody else can arrive or link a forwarder now, so unless a forwarder is
-    /// registered the count is set to one with a plain release store, and that child's
-    /// arrival, wherever it happens, finds it there and completes without a
-    /// read-modify-write. The caller then starts that child.
+    /// Releases `held` counts of this thread (noted arrivals and holds) when the caller
+    /// has taken back, unstarted, the one child still to arrive (a two-child `when_all`
+    /// whose forked child nobody stole): nobody else can arrive or link a forwarder now,
+    /// so unless a forwarder is registered the count is set to one with a plain release
+    /// store, and that child's arrival, wherever it happens, finds it there and
+    /// completes without a read-modify-write. The caller then starts that child.
     ///
     /// # Safety
     ///
-    /// As for `settle`; exactly one child is left, not started, and `early` plus one is
-    /// the operation's number of children.
-    pub(crate) unsafe fn settle_taken_back(this: *const Self, early: usize) {
+    /// As for `settle`; exactly one child is left, not started, and every other count is
+    /// among the `held` ones.
+    pub(crate) unsafe fn settle_taken_back(this: *const Self, held: usize) {
         // SAFETY: alive: the remaining child holds its count.
         let s = unsafe { &*this };
         if s.linked.load(Ordering::Acquire) {
             // A forwarder may be adding to the count concurrently.
-            s.count.fetch_sub(early, Ordering::AcqRel);
+            s.count.fetch_sub(held, Ordering::AcqRel);
         } else {
             // Release: the remaining child's arrival, on any thread, sees the noted
             // children's slots through this store.
@@ -742,7 +749,7 @@ where
                 slots: C::empty_slots(),
                 failure: sync::UnsafeCell::new(None),
                 state: AtomicU8::new(RUNNING),
-                count: AtomicUsize::new(C::LEN),
+                count: AtomicUsize::new(C::LEN + P::HOLD),
                 source: InplaceStopSource::new(),
                 linked: AtomicBool::new(false),
                 on_parent_stop: sync::UnsafeCell::new(None),

@@ -88,14 +88,15 @@ impl Domain for PoolDomain {
 /// deque, where idle workers steal it; the first runs inline (as a join does).
 ///
 /// A join without the join's atomics when nobody steals (as `rayon::join` avoids its
-/// latch): arrivals of the children on this worker while the first child starts inline
-/// are only noted (`Shared::start_first_deferring` in `when_all`). If the first child
-/// completed that way and the `when_all` has two children, the worker then takes the
-/// second child back from the top of its deque; if nobody stole it, the count is set
-/// to one without a read-modify-write and the second child runs inline here, and its
-/// arrival completes the `when_all` without one either. Otherwise the noted arrivals
-/// are counted as usual. So a recursion whose subtrees complete inline pays no locked
-/// instruction for its `when_all`s, only the deque's.
+/// latch): the starting worker holds one count of its own on the operation, and
+/// arrivals of the children on this worker while the first child starts inline are only
+/// noted (`Shared::start_first_deferring` in `when_all`). If the first child completed
+/// that way and the `when_all` has two children, the worker then takes the second child
+/// back from the top of its deque; if nobody stole it, the count is set to one without
+/// a read-modify-write and the second child runs inline here, and its arrival completes
+/// the `when_all` without one either. Otherwise the hold and the noted arrivals are
+/// released in one read-modify-write. So a recursion whose subtrees complete inline pays
+/// no locked instruction for its `when_all`s, only the deque's.
 #[derive(Debug)]
 pub enum ForkOnPool {}
 
@@ -105,6 +106,9 @@ pub enum ForkOnPool {}
 const MAX_TAKEN_BACK_DEPTH: u32 = 64;
 
 impl StartPolicy for ForkOnPool {
+    /// The starting thread's hold: it keeps the operation alive through the window.
+    const HOLD: usize = 1;
+
     unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
         shared: *const WhenAllShared<C, R>,
         ops: *mut C::Ops,
@@ -112,8 +116,8 @@ impl StartPolicy for ForkOnPool {
         WorkerThread::with_current(|worker| match worker {
             // SAFETY: forwarded from the caller; each forked start runs exactly once as a
             // job, while the `when_all` operation (which outlives its children) is alive.
-            // The noted arrivals are settled exactly once below; until then they keep
-            // the operation, and `ops` with it, alive.
+            // Our hold and the noted arrivals are released exactly once below; until
+            // then they keep the operation, and `ops` with it, alive.
             Some(worker) => unsafe {
                 let mut last: *const () = std::ptr::null();
                 C::fork_rest(ops, |op, start| {
@@ -122,19 +126,24 @@ impl StartPolicy for ForkOnPool {
                     true
                 });
                 let early = WhenAllShared::start_first_deferring(shared, || C::start_first(ops));
+                let held = early + Self::HOLD;
                 if early == 1 && C::LEN == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
                     // Our own job is the only one it can be: the operation is alive, so
                     // no other job can have its second child's address.
                     if let Some(job) = worker.take_back(last) {
-                        WhenAllShared::settle_taken_back(shared, early);
+                        WhenAllShared::settle_taken_back(shared, held);
                         worker.run_taken_back(job);
                         return;
                     }
                 }
-                WhenAllShared::settle(shared, early);
+                WhenAllShared::settle(shared, held);
             },
-            // SAFETY: forwarded from the caller.
-            None => unsafe { C::start_all(ops) },
+            // SAFETY: forwarded from the caller; our hold keeps the operation alive until
+            // it is released, after the last child has started.
+            None => unsafe {
+                C::start_all(ops);
+                WhenAllShared::settle(shared, Self::HOLD);
+            },
         })
     }
 }
