@@ -151,7 +151,7 @@ pub trait StartPolicy: 'static {
     /// Counts that the starting thread holds on the operation besides its children's
     /// (the count starts at the number of children plus this): while it holds one, the
     /// operation cannot complete, so it stays alive. `start` must release each, once,
-    /// through [`Shared::settle`] (or `settle_taken_back`).
+    /// through the shared state's `settle` (or `settle_taken_back`).
     const HOLD: usize = 0;
 
     /// Starts the children of the operation whose shared state is `shared`.
