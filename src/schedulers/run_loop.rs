@@ -88,7 +88,8 @@ crate::sync::thread_local! {
 const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// Looks at the state word until something is queued or the loop is finished, for at
-/// most [`SPIN`] (half busy, half yielding the processor). Under loom, not at all: the
+/// most [`SPIN`], yielding the processor in between (a busy spin would keep a worker woken
+/// onto this core from running). Under loom, not at all: the
 /// protocol must hold without it, and it would only multiply the interleavings.
 fn spin_for_work(inner: &Inner) {
     #[cfg(not(loom))]
