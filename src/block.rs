@@ -106,6 +106,7 @@ fn block_layout(class: usize) -> Layout {
 
 /// Moves `value` into a block: a recycled one for small layouts, the global allocator's
 /// otherwise.
+#[inline]
 pub(crate) fn new<T>(value: T) -> NonNull<T> {
     let ptr = uninit::<T>();
     // SAFETY: fresh memory, aligned for a `T`.
@@ -117,6 +118,7 @@ pub(crate) fn new<T>(value: T) -> NonNull<T> {
 /// (a value with a large union, of which only a small member is live, would otherwise be
 /// copied whole). Freed with [`free`] or [`drop_and_free`] like a block from [`new`],
 /// once its value is written.
+#[inline]
 pub(crate) fn uninit<T>() -> NonNull<T> {
     let layout = Layout::new::<T>();
     match class_of(layout) {
@@ -135,6 +137,7 @@ pub(crate) fn uninit<T>() -> NonNull<T> {
 ///
 /// `ptr` came from `new::<T>`, with the same `T`, and is freed once;
 /// its contents are dropped or moved out already.
+#[inline]
 pub(crate) unsafe fn free<T>(ptr: NonNull<T>) {
     let layout = Layout::new::<T>();
     match class_of(layout) {

@@ -63,6 +63,7 @@ impl Refs {
 
     /// Whether the calling thread, worker `worker` of this registry if `Some`, may use its
     /// shard.
+    #[inline]
     fn shard(&self, worker: Option<usize>) -> Option<&AtomicUsize> {
         let i = worker?;
         // Relaxed: only the thread that folds (which stores `folded` itself) can still be
@@ -72,6 +73,7 @@ impl Refs {
 
     /// Takes one reference, from worker `worker` of this registry or (`None`) from any
     /// other thread.
+    #[inline]
     pub(crate) fn acquire(&self, worker: Option<usize>) {
         match self.shard(worker) {
             // Only this worker writes its shard: no read-modify-write needed.
@@ -85,6 +87,7 @@ impl Refs {
 
     /// Drops one reference; returns `true` if it was the last one, and the caller must
     /// free the registry (the acquire that makes that safe is already done).
+    #[inline]
     pub(crate) fn release(&self, worker: Option<usize>) -> bool {
         match self.shard(worker) {
             Some(s) => {
@@ -146,6 +149,7 @@ impl RegistryRef {
     }
 
     /// The calling thread's worker index in this registry, if it is one of its workers.
+    #[inline]
     fn worker(&self) -> Option<usize> {
         WorkerThread::current_of(self).map(WorkerThread::index)
     }
@@ -160,6 +164,7 @@ impl std::ops::Deref for RegistryRef {
 }
 
 impl Clone for RegistryRef {
+    #[inline]
     fn clone(&self) -> Self {
         self.refs.acquire(self.worker());
         RegistryRef { ptr: self.ptr }
@@ -167,6 +172,7 @@ impl Clone for RegistryRef {
 }
 
 impl Drop for RegistryRef {
+    #[inline]
     fn drop(&mut self) {
         if self.refs.release(self.worker()) {
             // SAFETY: that was the last reference (after the fold, so no shard will be

@@ -215,6 +215,7 @@ const SPIN_ROUNDS: usize = 0;
 
 impl WorkerThread {
     /// The calling thread's worker state, if it is a worker of `registry`.
+    #[inline]
     pub(crate) fn current_of(registry: &Registry) -> Option<&WorkerThread> {
         let ptr = CURRENT.with(Cell::get);
         // SAFETY: `CURRENT` is set only while `main_loop` runs on this thread, pointing at
@@ -247,6 +248,7 @@ impl WorkerThread {
     }
 
     /// Pushes a job on this worker's own deque (for stealing) and wakes a sleeper.
+    #[inline]
     pub(crate) fn push_local(&self, job: JobRef) {
         self.deque.push(job);
         self.registry.sleep.wake_one();
