@@ -554,7 +554,8 @@ fn time_cold(f: &mut dyn FnMut()) -> Duration {
 /// `round_trip_cold`: `sync_wait(sch.schedule())` against `install(|| ())` when the
 /// workers have gone to sleep (the "main → sleeping worker → main"). Criterion
 /// sees only the trips (the pauses are not timed), so its measurement time is kept
-/// short; the interleaved comparison alternates rounds of 100 trips of each side.
+/// short (a few hundred trips, each with its pause); the interleaved comparison
+/// alternates rounds of 100 trips of each side.
 fn round_trip_cold(c: &mut Criterion) {
     let (pool, rpool) = pools();
     let sch = pool.scheduler();
@@ -562,9 +563,14 @@ fn round_trip_cold(c: &mut Criterion) {
         sync_wait(sch.schedule()).expect("round trip");
     };
     let mut theirs = || rpool.install(|| ());
+    // Fresh pools: their first trips (threads starting, first sleeps) are not timed.
+    for _ in 0..20 {
+        time_cold(&mut ours);
+        time_cold(&mut theirs);
+    }
     let mut g = c.benchmark_group("round_trip_cold");
-    g.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(50));
-    g.measurement_time(Duration::from_millis(50));
+    g.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(100));
+    g.measurement_time(Duration::from_millis(300));
     for (id, f) in [("senders", &mut ours as &mut dyn FnMut()), ("rayon", &mut theirs)] {
         let key = format!("round_trip_cold/{id}");
         g.bench_function(id, |b| {
