@@ -3,7 +3,9 @@
 //! - the builder: thread count, `ZeroThreads`, thread names, core pinning;
 //! - `schedule()`: from outside and from inside a worker, many at once, stop requests;
 //! - sleep and wake-up: an idle pool burns no CPU (measured per worker thread from
-//!   `/proc`), also right after a burst, and wakes promptly;
+//!   `/proc`), also right after a burst, and wakes promptly; neither does a thread
+//!   blocked in `sync_wait` nor an idle `SingleThreadContext` (their run loops yield
+//!   only briefly before sleeping);
 //! - shutdown: queued work runs, later submissions complete stopped, dropping the pool
 //!   from one of its own workers does not deadlock;
 //! - panics in pool work reach the caller and leave the workers alive;
@@ -274,14 +276,20 @@ fn schedule_under_a_stop_request_completes_stopped() {
 
 /// Asserts that the two workers named `prefix-*` use (almost) no CPU during one second.
 fn assert_idle_workers_use_no_cpu(prefix: &str) {
-    // A new thread sets its OS name itself once it runs: wait until both have.
+    assert_idle_threads_use_no_cpu(prefix, 2);
+}
+
+/// Asserts that the `count` threads whose names start with `prefix` use (almost) no CPU
+/// during one second.
+fn assert_idle_threads_use_no_cpu(prefix: &str, count: usize) {
+    // A new thread sets its OS name itself once it runs: wait until all have.
     let deadline = Instant::now() + SAFETY_TIMEOUT;
     let before = loop {
         let (threads, ticks) = thread_cpu_ticks(prefix);
-        if threads == 2 {
+        if threads == count {
             break ticks;
         }
-        assert!(Instant::now() < deadline, "found {threads} worker threads named {prefix}-*");
+        assert!(Instant::now() < deadline, "found {threads} threads named {prefix}*, expected {count}");
         thread::sleep(Duration::from_millis(5));
     };
     let process_before = process_cpu_ticks();
@@ -289,10 +297,10 @@ fn assert_idle_workers_use_no_cpu(prefix: &str) {
     let (_, after) = thread_cpu_ticks(prefix);
     let delta = after - before;
     eprintln!(
-        "{prefix}: idle workers used {delta} ticks in 1 s (whole process, other tests included: {})",
+        "{prefix}: idle threads used {delta} ticks in 1 s (whole process, other tests included: {})",
         process_cpu_ticks() - process_before
     );
-    assert!(delta <= 5, "idle workers used {delta} clock ticks in 1 s");
+    assert!(delta <= 5, "idle threads {prefix}* used {delta} clock ticks in 1 s");
 }
 
 #[test]
@@ -327,6 +335,29 @@ fn workers_go_back_to_sleep_after_a_burst() {
     .unwrap();
     assert!(not_once(&hits).is_empty());
     assert_idle_workers_use_no_cpu("idle2");
+}
+
+/// A thread blocked in `sync_wait` on long work looks for its completion only briefly
+/// (the run loop yields for at most 20 µs before it sleeps), then sleeps: no CPU.
+#[test]
+fn a_thread_waiting_in_sync_wait_uses_no_cpu() {
+    let pool = named_pool(1, "longjob");
+    let sch = pool.scheduler();
+    let waiter = thread::Builder::new()
+        .name("syncwaiter".into())
+        .spawn(move || sync_wait(sch.schedule().then(|()| thread::sleep(Duration::from_millis(1500)))))
+        .unwrap();
+    thread::sleep(Duration::from_millis(50));
+    assert_idle_threads_use_no_cpu("syncwaiter", 1);
+    assert_eq!(waiter.join().unwrap(), Ok(Some(())));
+}
+
+/// A `SingleThreadContext` whose work is done yields for a moment, then sleeps: no CPU.
+#[test]
+fn an_idle_single_thread_context_uses_no_cpu() {
+    let ctx = SingleThreadContext::with_name("idlectx");
+    assert_eq!(sync_wait(ctx.scheduler().schedule().then(|()| 7)), Ok(Some(7)));
+    assert_idle_threads_use_no_cpu("idlectx", 1);
 }
 
 #[test]
