@@ -22,6 +22,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::{PhantomData, PhantomPinned};
+use std::ptr;
 
 use crate::sync;
 use std::pin::Pin;
@@ -245,16 +246,18 @@ pub struct Shared<C: SenderTuple, R> {
 }
 
 /// The window of [`Shared::start_first_deferring`] open on this thread: whose first child
-/// is starting, and how many of its children's arrivals were noted meanwhile. It lives
-/// in a thread-local, not in the operation: when nothing was noted, the operation may be
-/// gone by the time the window closes.
+/// is starting, and how many of its children's arrivals were noted meanwhile.
 #[derive(Clone, Copy)]
 struct Window {
-    shared: *const (),
+    /// The operation, named by the address of its count: no other live operation's
+    /// count can share it (an atomic contains nothing, so neither operation can hold the
+    /// other there), whereas the start of a shared state may also be the start of
+    /// something nested in its first field.
+    count: *const AtomicUsize,
     early: usize,
 }
 
-const NO_WINDOW: Window = Window { shared: std::ptr::null(), early: 0 };
+const NO_WINDOW: Window = Window { count: std::ptr::null(), early: 0 };
 
 #[cfg(not(loom))]
 std::thread_local! {
@@ -355,9 +358,11 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     ///
     /// As for `arrive`; called once per child.
     unsafe fn arrive_child(this: *const Self) {
+        // SAFETY: alive: this child's count is still held.
+        let count = unsafe { &raw const (*this).count };
         let noted = WINDOW.with(|w| {
             let mut window = w.get();
-            let ours = window.shared == this.cast();
+            let ours = ptr::eq(window.count, count);
             if ours {
                 window.early += 1;
                 w.set(window);
@@ -422,7 +427,9 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
                 self.close();
             }
         }
-        let outer = Restore(WINDOW.with(|w| w.replace(Window { shared: this.cast(), early: 0 })));
+        // SAFETY: alive, by the caller's contract (this only takes a field's address).
+        let count = unsafe { &raw const (*this).count };
+        let outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0 })));
         start();
         let early = outer.close();
         std::mem::forget(outer);
