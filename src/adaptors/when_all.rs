@@ -415,25 +415,18 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// a count, `start` starts its first child, and the caller settles what this
     /// returns.
     pub(crate) unsafe fn start_first_deferring(this: *const Self, start: impl FnOnce()) -> usize {
-        /// Closes the window, also if `start` unwinds, and says what it noted.
+        /// Reopens the outer window when this one closes, also if `start` unwinds.
         struct Restore(Window);
-        impl Restore {
-            fn close(&self) -> usize {
-                WINDOW.with(|w| w.replace(self.0)).early
-            }
-        }
         impl Drop for Restore {
             fn drop(&mut self) {
-                self.close();
+                WINDOW.with(|w| w.set(self.0));
             }
         }
         // SAFETY: alive, by the caller's contract (this only takes a field's address).
         let count = unsafe { &raw const (*this).count };
-        let outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0 })));
+        let _outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0 })));
         start();
-        let early = outer.close();
-        std::mem::forget(outer);
-        early
+        WINDOW.with(|w| w.get().early)
     }
 
     /// Releases `held` counts (noted arrivals and holds) of this thread; the last
