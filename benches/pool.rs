@@ -813,18 +813,10 @@ fn fib(c: &mut Criterion) {
     );
 }
 
-/// `n` round trips `f`, each after the pool's workers have gone to sleep (a pause of
-/// 2 ms); prints the median time of one. Returns the number of round trips.
-fn cold(n: u64, f: &mut dyn FnMut() -> u64) -> u64 {
-    let mut times: Vec<f64> = (0..n)
-        .map(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            let start = Instant::now();
-            black_box(f());
-            start.elapsed().as_nanos() as f64
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
+/// `n` round trips `f`, each timed by [`time_cold`] after the workers have gone to
+/// sleep; prints the median time of one. Returns the number of round trips.
+fn cold(n: u64, f: &mut dyn FnMut()) -> u64 {
+    let times: Vec<f64> = (0..n).map(|_| time_cold(f).as_nanos() as f64).collect();
     println!("median round trip to a sleeping pool: {}", format_ns(median(&times)));
     n
 }
@@ -854,8 +846,10 @@ fn profile(spec: &str) {
             }
             "outside" => (0..n).map(|_| sync_wait(sch.schedule()).map_or(0, |_| 1)).sum(),
             "rayon_outside" => (0..n).map(|_| rpool.install(|| 1)).sum(),
-            "outside_cold" => cold(n, &mut || sync_wait(sch.schedule()).map_or(0, |_| 1)),
-            "rayon_outside_cold" => cold(n, &mut || rpool.install(|| 1)),
+            "outside_cold" => cold(n, &mut || {
+                sync_wait(sch.schedule()).expect("round trip");
+            }),
+            "rayon_outside_cold" => cold(n, &mut || rpool.install(|| ())),
             other => panic!("unknown profile workload {other:?}"),
         };
     }
