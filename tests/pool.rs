@@ -4,7 +4,7 @@
 //! - `schedule()`: from outside and from inside a worker, many at once, stop requests;
 //! - sleep and wake-up: an idle pool burns no CPU (measured per worker thread from
 //!   `/proc`), also right after a burst, and wakes promptly; neither does a thread
-//!   blocked in `sync_wait` nor an idle `SingleThreadContext` (their run loops yield
+//!   blocked in `sync_wait` nor an idle `SingleThreadContext` (their run loops spin
 //!   only briefly before sleeping);
 //! - shutdown: queued work runs, later submissions complete stopped, dropping the pool
 //!   from one of its own workers does not deadlock;
@@ -338,7 +338,7 @@ fn workers_go_back_to_sleep_after_a_burst() {
 }
 
 /// A thread blocked in `sync_wait` on long work looks for its completion only briefly
-/// (the run loop yields for at most 20 µs before it sleeps), then sleeps: no CPU.
+/// (the run loop spins for at most 3 µs before it sleeps), then sleeps: no CPU.
 #[test]
 fn a_thread_waiting_in_sync_wait_uses_no_cpu() {
     let pool = named_pool(1, "longjob");
@@ -352,7 +352,7 @@ fn a_thread_waiting_in_sync_wait_uses_no_cpu() {
     assert_eq!(waiter.join().unwrap(), Ok(Some(())));
 }
 
-/// A `SingleThreadContext` whose work is done yields for a moment, then sleeps: no CPU.
+/// A `SingleThreadContext` whose work is done spins for a moment, then sleeps: no CPU.
 #[test]
 fn an_idle_single_thread_context_uses_no_cpu() {
     let ctx = SingleThreadContext::with_name("idlectx");

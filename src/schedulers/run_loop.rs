@@ -83,20 +83,22 @@ crate::sync::thread_local! {
     static THREAD_MARK: u8 = 0;
 }
 
-/// How long `run` looks for work before it sleeps, at most.
+/// How long `run` looks for work before it sleeps, at most: about a round trip to an
+/// awake pool worker.
 #[cfg(not(loom))]
-const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+const SPIN: std::time::Duration = std::time::Duration::from_micros(3);
 
 /// Looks at the state word until something is queued or the loop is finished, for at
-/// most [`SPIN`], yielding the processor in between (a busy spin would keep a worker woken
-/// onto this core from running). Under loom, not at all: the
+/// most [`SPIN`], busily. Short on purpose: a worker woken onto this core waits for the
+/// spin to end, and yielding instead (tried) gives the processor away on a loaded
+/// machine, where getting it back can take milliseconds. Under loom, not at all: the
 /// protocol must hold without it, and it would only multiply the interleavings.
 fn spin_for_work(inner: &Inner) {
     #[cfg(not(loom))]
     {
         let start = std::time::Instant::now();
         while inner.state.load(Ordering::Acquire) == 0 && start.elapsed() < SPIN {
-            std::thread::yield_now();
+            std::hint::spin_loop();
         }
     }
     #[cfg(loom)]
