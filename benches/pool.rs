@@ -9,8 +9,13 @@
 //! | `schedule/fanout` | [`SCHED_N`] independent `schedule()`s from a worker | `rayon::scope` with as many `spawn`s | |
 //! | `bulk_mem` | `bulk_each(x += 1)`, early and late customized | `par_iter_mut` | a sequential loop |
 //! | `bulk_compute` | `bulk_each(x = sin(√x) + 1)`, early and late | `par_iter_mut` | a sequential loop |
-//! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain |
+//! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain; the erased floor |
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
+//!
+//! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
+//! recursion with every call erased, as our recursion erases every node: a block per
+//! call from a per-thread free list and one indirect call. Its ratio to rayon is what
+//! erasing every node costs any implementation.
 //!
 //! Run one group at a time (2 cores: the numbers are noisy):
 //!
@@ -27,7 +32,8 @@
 //!
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
-//! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, and
+//! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `floor_fib`,
+//! `floor_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
 //! `rayon_outside` (`n` round trips from outside), and `outside_cold` /
 //! `rayon_outside_cold` (`n` round trips, each to a pool gone to sleep: the median). `SENDERS_PROFILE_THREADS=1` gives
@@ -40,6 +46,9 @@
 
 #[path = "common/paired.rs"]
 mod paired;
+
+#[path = "common/floor.rs"]
+mod floor;
 
 use paired::{format_ns, median};
 
@@ -733,6 +742,44 @@ fn rayon_tree(d: u32) -> u64 {
     }
 }
 
+/// One node of the erased floor (see `common/floor.rs`): a block holding the function
+/// that runs the node and its argument, made by the parent and run by one indirect call
+/// on whichever worker runs the child. It is the least that any recursion which erases
+/// every node must do: no sender, receiver, stop token or panic handling.
+type ErasedNode = floor::Slot<(fn(u64) -> u64, u64)>;
+
+fn erased(f: fn(u64) -> u64, arg: u64) -> ErasedNode {
+    floor::Slot::new((f, arg))
+}
+
+/// Frees the node's block, then runs it.
+fn run_erased(node: ErasedNode) -> u64 {
+    let (f, arg) = node.get();
+    drop(node);
+    // `black_box`: the call stays indirect, as an erased sender's is.
+    black_box(f)(arg)
+}
+
+/// [`rayon_fib`] with every call erased, as [`fib_node`] erases every node.
+fn floor_fib(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = (erased(floor_fib, n - 1), erased(floor_fib, n - 2));
+    let (a, b) = rayon::join(move || run_erased(a), move || run_erased(b));
+    a + b
+}
+
+/// [`rayon_tree`] with every call erased.
+fn floor_tree(d: u64) -> u64 {
+    if d <= 1 {
+        return 1;
+    }
+    let (a, b) = (erased(floor_tree, d - 1), erased(floor_tree, d - 1));
+    let (a, b) = rayon::join(move || run_erased(a), move || run_erased(b));
+    a + b + 1
+}
+
 /// How one recursion benchmark computes its value.
 struct Recursion {
     name: &'static str,
@@ -744,6 +791,9 @@ struct Recursion {
     senders_default: fn() -> u64,
     /// `install(|| ..)` of the `rayon::join` recursion, without cutoff.
     rayon: fn() -> u64,
+    /// `install(|| ..)` of the erased floor: the `rayon::join` recursion with every call
+    /// erased.
+    floor: fn() -> u64,
     /// Plain recursion.
     sequential: fn() -> u64,
 }
@@ -760,6 +810,7 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
         checked.call_once(|| {
             assert_eq!((r.sequential)(), r.want, "{name}: plain recursion");
             assert_eq!(rpool.install(r.rayon), r.want, "{name}: rayon");
+            assert_eq!(rpool.install(r.floor), r.want, "{name}: erased floor");
             assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
             assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
         })
@@ -773,6 +824,10 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     g.bench("rayon", || {
         check();
         rpool.install(r.rayon)
+    });
+    g.bench("floor_erased", || {
+        check();
+        rpool.install(r.floor)
     });
     g.bench("senders_default", || {
         check();
@@ -794,6 +849,7 @@ fn tree(c: &mut Criterion) {
             senders: |sch| sync_wait(starts_on(sch.clone(), tree_node(black_box(TREE_DEPTH)))).unwrap().unwrap(),
             senders_default: || sync_wait(tree_node(black_box(TREE_DEPTH))).unwrap().unwrap(),
             rayon: || rayon_tree(black_box(TREE_DEPTH)),
+            floor: || floor_tree(black_box(u64::from(TREE_DEPTH))),
             sequential: || seq_tree(black_box(TREE_DEPTH)),
         },
     );
@@ -808,6 +864,7 @@ fn fib(c: &mut Criterion) {
             senders: |sch| sync_wait(starts_on(sch.clone(), fib_node(black_box(FIB_N)))).unwrap().unwrap(),
             senders_default: || sync_wait(fib_node(black_box(FIB_N))).unwrap().unwrap(),
             rayon: || rayon_fib(black_box(FIB_N)),
+            floor: || floor_fib(black_box(FIB_N)),
             sequential: || seq_fib(black_box(FIB_N)),
         },
     );
@@ -838,6 +895,8 @@ fn profile(spec: &str) {
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
             "rayon_fib" => rpool.install(|| rayon_fib(n)),
             "rayon_tree" => rpool.install(|| rayon_tree(n as u32)),
+            "floor_fib" => rpool.install(|| floor_fib(n)),
+            "floor_tree" => rpool.install(|| floor_tree(n)),
             "chain" => sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: n as usize })).map_or(0, |_| 1),
             "rayon_chain" => {
                 let (tx, rx) = mpsc::sync_channel(1);

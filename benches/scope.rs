@@ -36,6 +36,9 @@ use work::{calibrate, spin};
 #[path = "common/paired.rs"]
 mod paired;
 
+#[path = "common/floor.rs"]
+mod floor;
+
 use paired::{format_ns, median};
 
 use std::cell::RefCell;
@@ -47,6 +50,7 @@ use std::time::Instant;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
+use crossbeam_utils::CachePadded;
 use senders::{
     CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, SenderExt, Spawnable, StaticThreadPool,
     just, schedule, scope::CounterKind, spawn, starts_on, sync_wait,
@@ -212,6 +216,62 @@ fn rayon_join_node(depth: u32, iters: u64, count: Option<&Counts>) {
 
 fn rayon_join_tree(rpool: &rayon::ThreadPool, iters: u64, count: Option<&Counts>) {
     rpool.install(|| rayon_join_node(TREE_DEPTH, iters, count));
+}
+
+/// Association counts of the spawn floor: one cache-padded word per rayon worker, each
+/// written only by its worker (so never contended), with locked read-modify-writes as
+/// the scope's count needs, since an association may end on another worker than the one
+/// that began it.
+static FLOOR_COUNTS: [CachePadded<AtomicUsize>; FLOOR_SHARDS] =
+    [const { CachePadded::new(AtomicUsize::new(0)) }; FLOOR_SHARDS];
+const FLOOR_SHARDS: usize = 8;
+
+fn floor_shard() -> &'static AtomicUsize {
+    &FLOOR_COUNTS[rayon::current_thread_index().unwrap_or(0) % FLOOR_SHARDS]
+}
+
+/// The floor of a spawn per node (see `common/floor.rs`): [`rayon_join_node`]'s
+/// recursion, where each child is first given a heap block of its own by the parent
+/// (what it needs to outlive the spawning frame), freed when it completes and, with
+/// `COUNT`, an association counted (a locked increment by the parent, a locked
+/// decrement after the free, on the worker it completes on). It has no type erasure,
+/// no stop token, no panic handling, and the parent's join is `rayon::join`'s, not a
+/// scope's.
+fn floor_node<const COUNT: bool>(depth: u32, iters: u64, count: Option<&Counts>) {
+    if let Some(c) = count {
+        c.visit(on_rayon_pool);
+    }
+    if iters > 0 {
+        spin(iters);
+    }
+    if depth > 1 {
+        let (a, b) = (floor_spawn::<COUNT>(depth - 1), floor_spawn::<COUNT>(depth - 1));
+        rayon::join(move || floor_run::<COUNT>(a, iters, count), move || floor_run::<COUNT>(b, iters, count));
+    }
+}
+
+fn floor_spawn<const COUNT: bool>(depth: u32) -> floor::Slot<u32> {
+    if COUNT {
+        floor_shard().fetch_add(1, Ordering::Relaxed);
+    }
+    floor::Slot::new(depth)
+}
+
+fn floor_run<const COUNT: bool>(slot: floor::Slot<u32>, iters: u64, count: Option<&Counts>) {
+    floor_node::<COUNT>(slot.get(), iters, count);
+    drop(slot);
+    if COUNT {
+        floor_shard().fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// The whole floor tree; with `COUNT`, checks that the associations balance.
+fn floor_tree<const COUNT: bool>(rpool: &rayon::ThreadPool, iters: u64, count: Option<&Counts>) {
+    rpool.install(|| floor_node::<COUNT>(TREE_DEPTH, iters, count));
+    if COUNT {
+        let live = FLOOR_COUNTS.iter().fold(0usize, |sum, c| sum.wrapping_add(c.load(Ordering::Acquire)));
+        assert_eq!(live, 0, "floor: associations left");
+    }
 }
 
 fn rayon_node<'s>(s: &rayon::Scope<'s>, depth: u32, iters: u64, count: Option<&'s Counts>) {
@@ -537,17 +597,53 @@ fn let_scope(c: &mut Criterion) {
     }
 }
 
+/// The spawn tree against its floor (`floor_node`) and `rayon::join`, without and with
+/// work per node: how much of the gap to `rayon::join` any spawn pays (`floor_*` ÷
+/// `rayon_join`), and how much is ours (`senders` ÷ `floor_count`).
+fn spawn_floor(c: &mut Criterion) {
+    let (_pool, sch, rpool) = pools();
+    let iters = calibrate(WORK_NS);
+    check("floor tree, storage", TREE_NODES, |c| floor_tree::<false>(&rpool, 0, Some(c)));
+    check("floor tree, storage and count", TREE_NODES, |c| floor_tree::<true>(&rpool, 0, Some(c)));
+    check("floor tree+work", TREE_NODES, |c| floor_tree::<true>(&rpool, iters, Some(c)));
+
+    let mut g = Group::new(c, "spawn_floor/no_work");
+    g.bench("senders", || ours_tree(sch, CounterKind::Sharded, 0, None));
+    g.bench("floor_count", || floor_tree::<true>(&rpool, 0, None));
+    g.bench("floor_storage", || floor_tree::<false>(&rpool, 0, None));
+    g.bench("rayon_join", || rayon_join_tree(&rpool, 0, None));
+    g.finish(&[
+        Pair { ours: "floor_storage", base: "rayon_join", target: None },
+        Pair { ours: "floor_count", base: "rayon_join", target: None },
+        Pair { ours: "senders", base: "floor_count", target: None },
+        Pair { ours: "senders", base: "rayon_join", target: Some(1.0 / 1.5) },
+    ]);
+
+    let mut g = Group::new(c, "spawn_floor/work_300ns");
+    g.bench("senders", || ours_tree(sch, CounterKind::Sharded, iters, None));
+    g.bench("floor_count", || floor_tree::<true>(&rpool, iters, None));
+    g.bench("rayon_join", || rayon_join_tree(&rpool, iters, None));
+    g.bench("sequential", || seq_node(black_box(TREE_DEPTH), iters, None));
+    g.finish(&[
+        Pair { ours: "floor_count", base: "sequential", target: Some(1.85) },
+        Pair { ours: "senders", base: "sequential", target: Some(1.85) },
+        Pair { ours: "rayon_join", base: "sequential", target: None },
+        Pair { ours: "senders", base: "floor_count", target: None },
+    ]);
+}
+
 // No plots: criterion's plotting backend fails where it finds no font (it needs none
 // to measure), and the tables printed here are the results.
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope
+    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope, spawn_floor
 }
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
 /// profilers. `what` is `tree`, `tree_single`, `tree_work`, `rayon_tree`, `flat`,
-/// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work` or `rayon_join_tree`.
+/// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work`, `rayon_join_tree`,
+/// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work` or `floor_storage_tree`.
 fn profile(spec: &str) {
     let mut parts = spec.split(':');
     let what = parts.next().unwrap_or("tree");
@@ -562,7 +658,9 @@ fn profile(spec: &str) {
             "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
             "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
             "let_tree" | "let_tree_work" => let_tree(sch, iters, None),
-            "rayon_join_tree" => rayon_join_tree(&rpool, 0, None),
+            "rayon_join_tree" | "rayon_join_tree_work" => rayon_join_tree(&rpool, iters, None),
+            "floor_tree" | "floor_tree_work" => floor_tree::<true>(&rpool, iters, None),
+            "floor_storage_tree" => floor_tree::<false>(&rpool, 0, None),
             "flat" => ours_flat(sch, None),
             "rayon_flat" => rayon_flat(&rpool, None),
             other => panic!("unknown profile workload {other:?}"),
