@@ -591,6 +591,11 @@ fn round_trip_cold(c: &mut Criterion) {
         });
     }
     g.finish();
+    // Compared only when criterion ran both (the group was not filtered out).
+    let ran = |key: &str| RECORDS.lock().unwrap().iter().any(|r| r.key == key && !r.per_iter.is_empty());
+    if !(ran("round_trip_cold/senders") && ran("round_trip_cold/rayon")) {
+        return;
+    }
     let round = |f: &mut dyn FnMut()| median(&(0..100).map(|_| time_cold(f).as_nanos() as f64).collect::<Vec<_>>());
     let ratios = (0..PAIRED_ROUNDS)
         .map(|i| {

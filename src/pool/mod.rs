@@ -237,8 +237,11 @@ impl Drop for StaticThreadPool {
             worker.run_remaining();
         }
         self.registry.drain_after_exit();
-        // Every worker but possibly this thread is joined, and this one is done with
-        // its shard: from now on the registry's count lives in one word.
+        // Every worker but possibly this thread is joined; this one stops using its
+        // shard; from now on the registry's count lives in one word.
+        if let Some(worker) = WorkerThread::current_of(&self.registry) {
+            worker.stop_counting_refs();
+        }
         self.registry.refs.fold();
     }
 }

@@ -22,16 +22,17 @@
 //! 1. While the pool runs, the outside word also holds a [`BIAS`] far larger than any
 //!    real count, so it never reaches zero, whatever the shards hold.
 //! 2. Dropping the pool joins every other worker (their last shard writes
-//!    happen-before the join returns), sets `folded` (so the thread dropping the pool,
-//!    should it be a worker, stops using its shard), then *folds*: adds the sum of the
-//!    shards minus the bias to the outside word in one read-modify-write. From then on
-//!    the outside word is the exact count.
+//!    happen-before the join returns), clears the shard of the thread dropping the pool
+//!    should it be a worker (each worker finds its shard through its own
+//!    `WorkerThread`, so from then on it counts in the outside word), then *folds*: adds
+//!    the sum of the shards minus the bias to the outside word in one read-modify-write.
+//!    From then on the outside word is the exact count.
 //! 3. Whoever brings the outside word to zero after the fold frees the registry (a
 //!    release decrement, and an acquire load before the free, as `Arc` does under ThreadSanitizer).
 //!
 //! No shard is ever written after the fold: the workers are joined, and the one thread
-//! that could still be a worker (the one dropping the pool from a job) sees its own
-//! `folded` store. The loom model at the bottom checks the fold against references
+//! that could still be a worker (the one dropping the pool from a job) has cleared its
+//! own shard before folding. The loom model at the bottom checks the fold against references
 //! moving between workers and outside threads.
 
 use std::ptr::NonNull;
@@ -39,7 +40,7 @@ use std::ptr::NonNull;
 use crossbeam_utils::CachePadded;
 
 use super::registry::{Registry, WorkerThread};
-use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 
 /// Added to the outside word until the fold, so that it cannot reach zero before.
 const BIAS: usize = 1 << (usize::BITS - 2);
@@ -48,7 +49,6 @@ const BIAS: usize = 1 << (usize::BITS - 2);
 pub(crate) struct Refs {
     outside: CachePadded<AtomicUsize>,
     shards: Box<[CachePadded<AtomicUsize>]>,
-    folded: AtomicBool,
 }
 
 impl Refs {
@@ -57,25 +57,19 @@ impl Refs {
         Refs {
             outside: CachePadded::new(AtomicUsize::new(BIAS + 1)),
             shards: (0..workers).map(|_| CachePadded::new(AtomicUsize::new(0))).collect(),
-            folded: AtomicBool::new(false),
         }
     }
 
-    /// Whether the calling thread, worker `worker` of this registry if `Some`, may use its
-    /// shard.
-    #[inline]
-    fn shard(&self, worker: Option<usize>) -> Option<&AtomicUsize> {
-        let i = worker?;
-        // Relaxed: only the thread that folds (which stores `folded` itself) can still be
-        // a worker when `folded` becomes true.
-        (!self.folded.load(Ordering::Relaxed)).then(|| &*self.shards[i])
+    /// The shard of worker `index`, for that worker alone to count on until the fold.
+    pub(crate) fn shard(&self, index: usize) -> &AtomicUsize {
+        &self.shards[index]
     }
 
-    /// Takes one reference, from worker `worker` of this registry or (`None`) from any
-    /// other thread.
+    /// Takes one reference, on `shard`, the calling worker's own (see
+    /// [`shard`](Self::shard)), or (`None`) in the outside word.
     #[inline]
-    pub(crate) fn acquire(&self, worker: Option<usize>) {
-        match self.shard(worker) {
+    pub(crate) fn acquire(&self, shard: Option<&AtomicUsize>) {
+        match shard {
             // Only this worker writes its shard: no read-modify-write needed.
             Some(s) => s.store(s.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed),
             // Relaxed as for `Arc`: the new reference is made from an existing one.
@@ -85,36 +79,43 @@ impl Refs {
         }
     }
 
-    /// Drops one reference; returns `true` if it was the last one, and the caller must
-    /// free the registry (the acquire that makes that safe is already done).
+    /// Drops one reference, on `shard` as for [`acquire`](Self::acquire); returns `true`
+    /// if it was the last one, and the caller must free the registry (the acquire that
+    /// makes that safe is already done).
     #[inline]
-    pub(crate) fn release(&self, worker: Option<usize>) -> bool {
-        match self.shard(worker) {
+    pub(crate) fn release(&self, shard: Option<&AtomicUsize>) -> bool {
+        match shard {
             Some(s) => {
                 s.store(s.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Relaxed);
                 false
             }
-            None => {
-                if self.outside.fetch_sub(1, Ordering::Release) != 1 {
-                    return false;
-                }
-                // Acquire: every other release happens-before the free. A load reading
-                // our own decrement synchronizes with all earlier ones (they head release
-                // sequences that our RMW continues), as a fence would; unlike a fence,
-                // ThreadSanitizer understands it, and on x86 both cost nothing.
-                self.outside.load(Ordering::Acquire);
-                true
-            }
+            None => self.release_outside(),
         }
+    }
+
+    /// [`release`](Self::release) from a thread that may not use a shard: out of line,
+    /// so that the shard path inlined into every `schedule()` operation stays small.
+    #[cold]
+    #[inline(never)]
+    fn release_outside(&self) -> bool {
+        if self.outside.fetch_sub(1, Ordering::Release) != 1 {
+            return false;
+        }
+        // Acquire: every other release happens-before the free. A load reading our own
+        // decrement synchronizes with all earlier ones (they head release sequences that
+        // our RMW continues), as a fence would; unlike a fence, ThreadSanitizer
+        // understands it, and on x86 both cost nothing.
+        self.outside.load(Ordering::Acquire);
+        true
     }
 
     /// Stops the shards and moves their sum into the outside word, removing the bias.
     ///
     /// Called once, by the thread dropping the pool, after every other worker of it
-    /// has been joined. The caller still holds its own reference, which it releases
-    /// afterwards (so the fold itself never frees).
+    /// has been joined and, if that thread is a worker, after it cleared its shard
+    /// (`WorkerThread::stop_counting_refs`). The caller still holds its own reference,
+    /// which it releases afterwards (so the fold itself never frees).
     pub(crate) fn fold(&self) {
-        self.folded.store(true, Ordering::Relaxed);
         let sum = self.shards.iter().fold(0usize, |acc, s| acc.wrapping_add(s.load(Ordering::Relaxed)));
         self.outside.fetch_add(sum.wrapping_sub(BIAS), Ordering::AcqRel);
     }
@@ -148,10 +149,11 @@ impl RegistryRef {
         this.ptr.as_ptr()
     }
 
-    /// The calling thread's worker index in this registry, if it is one of its workers.
+    /// The calling thread's shard in this registry's count, if it is one of its workers
+    /// and the count is not folded yet.
     #[inline]
-    fn worker(&self) -> Option<usize> {
-        WorkerThread::current_of(self).map(WorkerThread::index)
+    fn own_shard(&self) -> Option<&AtomicUsize> {
+        WorkerThread::current_of(self)?.refs_shard()
     }
 }
 
@@ -166,7 +168,7 @@ impl std::ops::Deref for RegistryRef {
 impl Clone for RegistryRef {
     #[inline]
     fn clone(&self) -> Self {
-        self.refs.acquire(self.worker());
+        self.refs.acquire(self.own_shard());
         RegistryRef { ptr: self.ptr }
     }
 }
@@ -174,11 +176,26 @@ impl Clone for RegistryRef {
 impl Drop for RegistryRef {
     #[inline]
     fn drop(&mut self) {
-        if self.refs.release(self.worker()) {
+        if self.refs.release(self.own_shard()) {
             // SAFETY: that was the last reference (after the fold, so no shard will be
-            // written again); the registry was allocated by `new` with `Box`.
-            drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
+            // written again).
+            unsafe { Self::free(self.ptr) };
         }
+    }
+}
+
+impl RegistryRef {
+    /// Frees the registry: out of line, as it happens once per pool.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the registry allocated by [`new`](Self::new), and its last reference
+    /// was just released.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free(ptr: NonNull<Registry>) {
+        // SAFETY: the caller's contract; `new` allocated it with `Box`.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
     }
 }
 
@@ -202,11 +219,11 @@ mod loom_tests {
             let (tx, rx) = loom::sync::mpsc::channel::<()>();
             let (r0, f0) = (refs.clone(), freed.clone());
             let worker0 = loom::thread::spawn(move || {
-                r0.acquire(Some(0));
+                r0.acquire(Some(r0.shard(0)));
                 tx.send(()).unwrap();
                 // Worker 0 also takes and drops one of its own.
-                r0.acquire(Some(0));
-                if r0.release(Some(0)) {
+                r0.acquire(Some(r0.shard(0)));
+                if r0.release(Some(r0.shard(0))) {
                     f0.fetch_add(1, Ordering::Relaxed);
                 }
             });
@@ -221,7 +238,7 @@ mod loom_tests {
             refs.acquire(None);
             let (r2, f2) = (refs.clone(), freed.clone());
             let worker1 = loom::thread::spawn(move || {
-                if r2.release(Some(1)) {
+                if r2.release(Some(r2.shard(1))) {
                     f2.fetch_add(1, Ordering::Relaxed);
                 }
             });

@@ -203,6 +203,9 @@ pub(crate) struct WorkerThread {
     fresh: Cell<bool>,
     /// Taken-back jobs running nested on this worker's stack (see `take_back`).
     taken_back: Cell<u32>,
+    /// This worker's shard of the registry's reference count (`refs.rs`), null once
+    /// this thread, dropping the pool from a job, has stopped counting there.
+    refs_shard: Cell<*const AtomicUsize>,
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
@@ -234,6 +237,21 @@ impl WorkerThread {
 
     pub(crate) fn index(&self) -> usize {
         self.index
+    }
+
+    /// This worker's shard of its registry's reference count, until
+    /// [`stop_counting_refs`](Self::stop_counting_refs).
+    #[inline]
+    pub(crate) fn refs_shard(&self) -> Option<&AtomicUsize> {
+        // SAFETY: the shard lives in the registry, which this worker keeps alive, and
+        // the borrow is tied to this worker's.
+        unsafe { self.refs_shard.get().as_ref() }
+    }
+
+    /// From now on this worker counts its registry references in the outside word: the
+    /// pool is being dropped from one of its jobs, and its count is about to be folded.
+    pub(crate) fn stop_counting_refs(&self) {
+        self.refs_shard.set(ptr::null());
     }
 
     /// Whether a `schedule()` on this pool, started now, may complete inline: true once
@@ -334,6 +352,7 @@ impl WorkerThread {
 
     /// Runs jobs until the pool terminates and no work is left anywhere.
     pub(crate) fn main_loop(registry: RegistryRef, index: usize, deque: Worker<JobRef>) {
+        let refs_shard: *const AtomicUsize = registry.refs.shard(index);
         let worker = WorkerThread {
             index,
             registry,
@@ -341,6 +360,7 @@ impl WorkerThread {
             rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
             fresh: Cell::new(false),
             taken_back: Cell::new(0),
+            refs_shard: Cell::new(refs_shard),
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
