@@ -153,6 +153,7 @@ impl Registry {
 
     /// Whether the workers are gone: a job running now runs on the thread dropping the
     /// pool, and should complete stopped rather than run user code there.
+    #[inline]
     pub(crate) fn exited(&self) -> bool {
         self.exited.load(Ordering::Acquire)
     }
@@ -229,6 +230,7 @@ impl WorkerThread {
     }
 
     /// Runs `f` with the calling thread's worker state, for any pool.
+    #[inline]
     pub(crate) fn with_current<T>(f: impl FnOnce(Option<&WorkerThread>) -> T) -> T {
         let ptr = CURRENT.with(Cell::get);
         // SAFETY: as in `current_of`; the borrow does not leave `f`.

@@ -431,6 +431,7 @@ impl StopToken<'_> {
     }
 
     /// Whether stop has been requested on the source.
+    #[inline]
     pub fn stop_requested(&self) -> bool {
         self.source.is_some_and(InplaceStopSource::stop_requested)
     }
