@@ -233,13 +233,14 @@ impl Drop for StaticThreadPool {
         }
         // Dropped from one of its own workers: the others have exited; this one runs
         // what is still queued, so queued work runs here as it would have there.
-        if let Some(worker) = WorkerThread::current_of(&self.registry) {
+        let this_worker = WorkerThread::current_of(&self.registry);
+        if let Some(worker) = this_worker {
             worker.run_remaining();
         }
         self.registry.drain_after_exit();
         // Every worker but possibly this thread is joined; this one stops using its
         // shard; from now on the registry's count lives in one word.
-        if let Some(worker) = WorkerThread::current_of(&self.registry) {
+        if let Some(worker) = this_worker {
             worker.stop_counting_refs();
         }
         self.registry.refs.fold();

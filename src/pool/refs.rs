@@ -155,6 +155,19 @@ impl RegistryRef {
     fn own_shard(&self) -> Option<&AtomicUsize> {
         WorkerThread::current_of(self)?.refs_shard()
     }
+
+    /// Frees the registry: out of line, as it happens once per pool.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the registry allocated by [`new`](Self::new), and its last reference
+    /// was just released.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free(ptr: NonNull<Registry>) {
+        // SAFETY: the caller's contract; `new` allocated it with `Box`.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
 }
 
 impl std::ops::Deref for RegistryRef {
@@ -184,18 +197,33 @@ impl Drop for RegistryRef {
     }
 }
 
-impl RegistryRef {
-    /// Frees the registry: out of line, as it happens once per pool.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` is the registry allocated by [`new`](Self::new), and its last reference
-    /// was just released.
-    #[cold]
-    #[inline(never)]
-    unsafe fn free(ptr: NonNull<Registry>) {
-        // SAFETY: the caller's contract; `new` allocated it with `Box`.
-        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{SenderExt, StaticThreadPool, just, starts_on, sync_wait};
+    use std::sync::{Arc, Mutex};
+
+    /// A worker that drops its own pool from a job stops counting on its shard: a
+    /// reference it takes after the fold is counted in the outside word, which is then
+    /// the exact count (counted on the shard, it would be missing there, and its drop on
+    /// another thread could free the registry under a live reference).
+    #[test]
+    fn a_worker_that_dropped_its_pool_counts_its_later_references_outside() {
+        let pool = StaticThreadPool::new(1).unwrap();
+        let sch = pool.scheduler();
+        let slot = Arc::new(Mutex::new(Some(pool)));
+        let (s, held) = (slot.clone(), sch.clone());
+        let outside = |sch: &crate::PoolScheduler| sch.registry.refs.outside.load(Ordering::Acquire);
+        let job = just(()).then(move |()| {
+            drop(s.lock().unwrap().take());
+            let before = outside(&held);
+            let taken = held.clone();
+            assert_eq!(outside(&held), before + 1, "a reference taken after the fold");
+            drop(taken);
+            assert_eq!(outside(&held), before);
+        });
+        sync_wait(starts_on(sch.clone(), job)).unwrap();
+        assert!(slot.lock().unwrap().is_none(), "the job dropped the pool");
     }
 }
 
