@@ -15,7 +15,8 @@
 //! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
 //! recursion with every call erased, as our recursion erases every node: a block per
 //! call from a per-thread free list and one indirect call. Its ratio to rayon is what
-//! erasing every node costs any implementation.
+//! erasing every node costs any implementation. `floor_indirect` keeps only the indirect
+//! call, as if storage were free.
 //!
 //! Run one group at a time (2 cores: the numbers are noisy):
 //!
@@ -785,6 +786,27 @@ fn floor_tree(d: u64) -> u64 {
     a + b + 1
 }
 
+/// [`rayon_fib`] with only the indirect call of the erased floor, no block: what erasure
+/// costs even with free storage.
+fn floor_fib_indirect(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let f: fn(u64) -> u64 = floor_fib_indirect;
+    let (a, b) = rayon::join(|| black_box(f)(n - 1), || black_box(f)(n - 2));
+    a + b
+}
+
+/// [`rayon_tree`] with only the indirect call.
+fn floor_tree_indirect(d: u64) -> u64 {
+    if d <= 1 {
+        return 1;
+    }
+    let f: fn(u64) -> u64 = floor_tree_indirect;
+    let (a, b) = rayon::join(|| black_box(f)(d - 1), || black_box(f)(d - 1));
+    a + b + 1
+}
+
 /// How one recursion benchmark computes its value.
 struct Recursion {
     name: &'static str,
@@ -799,6 +821,8 @@ struct Recursion {
     /// `install(|| ..)` of the erased floor: the `rayon::join` recursion with every call
     /// erased.
     floor: fn() -> u64,
+    /// The same with the indirect call alone (no block).
+    floor_indirect: fn() -> u64,
     /// Plain recursion.
     sequential: fn() -> u64,
 }
@@ -816,6 +840,7 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
             assert_eq!((r.sequential)(), r.want, "{name}: plain recursion");
             assert_eq!(rpool.install(r.rayon), r.want, "{name}: rayon");
             assert_eq!(rpool.install(r.floor), r.want, "{name}: erased floor");
+            assert_eq!(rpool.install(r.floor_indirect), r.want, "{name}: indirect calls");
             assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
             assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
         })
@@ -833,6 +858,10 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     g.bench("floor_erased", || {
         check();
         rpool.install(r.floor)
+    });
+    g.bench("floor_indirect", || {
+        check();
+        rpool.install(r.floor_indirect)
     });
     g.bench("senders_default", || {
         check();
@@ -855,6 +884,7 @@ fn tree(c: &mut Criterion) {
             senders_default: || sync_wait(tree_node(black_box(TREE_DEPTH))).unwrap().unwrap(),
             rayon: || rayon_tree(black_box(TREE_DEPTH)),
             floor: || floor_tree(black_box(u64::from(TREE_DEPTH))),
+            floor_indirect: || floor_tree_indirect(black_box(u64::from(TREE_DEPTH))),
             sequential: || seq_tree(black_box(TREE_DEPTH)),
         },
     );
@@ -870,6 +900,7 @@ fn fib(c: &mut Criterion) {
             senders_default: || sync_wait(fib_node(black_box(FIB_N))).unwrap().unwrap(),
             rayon: || rayon_fib(black_box(FIB_N)),
             floor: || floor_fib(black_box(FIB_N)),
+            floor_indirect: || floor_fib_indirect(black_box(FIB_N)),
             sequential: || seq_fib(black_box(FIB_N)),
         },
     );
