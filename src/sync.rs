@@ -18,9 +18,18 @@ pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::thread;
 
-/// `thread_local!` per model thread (loom runs its threads on one OS thread).
-#[cfg(loom)]
-pub(crate) use loom::thread_local;
+/// Declares thread-locals with constant initializers: std's `const` form, which needs no
+/// lazy-initialization check on access, or under loom one per model thread (loom runs
+/// every thread of a model on one OS thread).
+macro_rules! const_thread_local {
+    ($($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;)+) => {
+        #[cfg(not(loom))]
+        std::thread_local! { $($(#[$attr])* static $name: $t = const { $init };)+ }
+        #[cfg(loom)]
+        loom::thread_local! { $($(#[$attr])* static $name: $t = $init;)+ }
+    };
+}
+pub(crate) use const_thread_local;
 
 /// The fast side of an asymmetric fence pair: paired with [`heavy_fence`] on another
 /// thread, the two order memory like two `SeqCst` fences. On Linux with

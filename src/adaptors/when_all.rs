@@ -259,14 +259,7 @@ struct Window {
 
 const NO_WINDOW: Window = Window { count: std::ptr::null(), early: 0 };
 
-#[cfg(not(loom))]
-std::thread_local! {
-    static WINDOW: Cell<Window> = const { Cell::new(NO_WINDOW) };
-}
-
-// Per model thread: loom runs every thread of a model on one OS thread.
-#[cfg(loom)]
-crate::sync::thread_local! {
+crate::sync::const_thread_local! {
     static WINDOW: Cell<Window> = Cell::new(NO_WINDOW);
 }
 

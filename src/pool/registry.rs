@@ -183,14 +183,7 @@ impl Registry {
     }
 }
 
-#[cfg(not(loom))]
-std::thread_local! {
-    static CURRENT: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
-}
-
-// Per model thread: loom runs every thread of a model on one OS thread.
-#[cfg(loom)]
-crate::sync::thread_local! {
+crate::sync::const_thread_local! {
     static CURRENT: Cell<*const WorkerThread> = Cell::new(ptr::null());
 }
 

@@ -71,15 +71,8 @@ impl Drop for Inner {
     }
 }
 
-#[cfg(not(loom))]
-std::thread_local! {
+crate::sync::const_thread_local! {
     /// This thread's identity for `Inner::runner`: the address of this byte.
-    static THREAD_MARK: u8 = const { 0 };
-}
-
-// Loom runs its threads on one OS thread: its own thread-locals keep them apart.
-#[cfg(loom)]
-crate::sync::thread_local! {
     static THREAD_MARK: u8 = 0;
 }
 

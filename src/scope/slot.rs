@@ -10,14 +10,7 @@ use std::cell::Cell;
 
 const NONE: usize = usize::MAX;
 
-#[cfg(not(loom))]
-std::thread_local! {
-    static SLOT: Cell<usize> = const { Cell::new(NONE) };
-}
-
-// Per model thread: loom runs every thread of a model on one OS thread.
-#[cfg(loom)]
-crate::sync::thread_local! {
+crate::sync::const_thread_local! {
     static SLOT: Cell<usize> = Cell::new(NONE);
 }
 

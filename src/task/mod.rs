@@ -264,19 +264,11 @@ unsafe impl Sync for TaskCtx {}
 // SAFETY: as above.
 unsafe impl Send for TaskCtx {}
 
-#[cfg(not(loom))]
-std::thread_local! {
+crate::sync::const_thread_local! {
     /// The task being polled on this thread, for the awaited senders it polls.
-    static CURRENT: Cell<*const TaskCtx> = const { Cell::new(ptr::null()) };
+    static CURRENT: Cell<*const TaskCtx> = Cell::new(ptr::null());
     /// The registered await this thread is starting, so that its inline completion is
     /// counted without atomics.
-    static STARTING: Cell<*const AwaitNode> = const { Cell::new(ptr::null()) };
-}
-
-// Loom runs its threads on one OS thread: its own thread-locals keep them apart.
-#[cfg(loom)]
-crate::sync::thread_local! {
-    static CURRENT: Cell<*const TaskCtx> = Cell::new(ptr::null());
     static STARTING: Cell<*const AwaitNode> = Cell::new(ptr::null());
 }
 
