@@ -43,15 +43,19 @@ pub(crate) struct RcvrVTable<V, E, Sch> {
 }
 
 /// The receiver an erased sender is connected to: a pointer to the real receiver (inside
-/// the outer, pinned operation) and its functions. It is its own environment.
+/// the outer, pinned operation) and its functions' table, a static one per receiver type
+/// (two words, so that the operations holding it stay small). It is its own environment.
 pub struct AnyReceiver<V, E, Sch> {
     rcvr: *const (),
-    vtable: RcvrVTable<V, E, Sch>,
+    /// Points at the table built by a constant (never freed); a raw pointer, since the
+    /// table's types need not be `'static`.
+    vtable: *const RcvrVTable<V, E, Sch>,
 }
 
 impl<V, E, Sch> AnyReceiver<V, E, Sch> {
     fn vtable(&self) -> &RcvrVTable<V, E, Sch> {
-        &self.vtable
+        // SAFETY: the table lives in constant memory, for the whole program.
+        unsafe { &*self.vtable }
     }
 }
 
@@ -207,7 +211,7 @@ where
         (*block).holds = EMPTY;
         let sndr = ManuallyDrop::take(&mut (*block).slot.sender);
         let op: *mut OpOf<S, V, E, Sch> = (&raw mut (*block).slot.op).cast();
-        let set_panic = rcvr.vtable.set_panic;
+        let set_panic = rcvr.vtable().set_panic;
         let real = rcvr.rcvr;
         // `connect` returns straight into the block (no copy of a large operation), and a
         // panic in it (or in a domain hook it runs) completes the real receiver.
@@ -387,7 +391,7 @@ where
     R: Receiver<V, E>,
     <R::Env as Env>::Scheduler: IntoAnyScheduler<Sch>,
 {
-    const VTABLE: RcvrVTable<V, E, Sch> = RcvrVTable {
+    const VTABLE: *const RcvrVTable<V, E, Sch> = &RcvrVTable {
         set_value: Self::set_value,
         set_error: Self::set_error,
         set_stopped: Self::set_stopped,
