@@ -27,6 +27,7 @@ impl<T> InPlace<T> {
 
     /// Builds the value with `make`, in place, and returns it; a panic in `make` is
     /// returned instead and leaves `self` empty. Drops the previous value first, if any.
+    #[inline]
     pub(crate) fn emplace(&mut self, make: impl FnOnce() -> T) -> Result<&mut T, Panic> {
         self.clear();
         let place = &mut self.value;

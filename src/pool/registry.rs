@@ -270,6 +270,7 @@ impl WorkerThread {
     /// Pops the job on top of this worker's deque if its data is `data` (a job this
     /// worker pushed, still there: nobody stole it); otherwise leaves the deque as it
     /// was.
+    #[inline]
     pub(crate) fn take_back(&self, data: *const ()) -> Option<JobRef> {
         let job = self.deque.pop()?;
         if job.data == data {
@@ -288,6 +289,7 @@ impl WorkerThread {
 
     /// Runs a job from [`take_back`](Self::take_back) here, inline, as the worker loop
     /// would have.
+    #[inline]
     pub(crate) fn run_taken_back(&self, job: JobRef) {
         self.taken_back.set(self.taken_back.get() + 1);
         job.execute(Some(self));
