@@ -17,7 +17,7 @@ use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
-use std::mem::ManuallyDrop;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
 use std::ptr::NonNull;
 
@@ -239,11 +239,63 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 }
 
 // ---------------------------------------------------------------------------------------
+// A ready value
+
+/// The room an [`AnySender`] has for a ready value of its own, instead of a block.
+type Room = MaybeUninit<[usize; 2]>;
+
+/// A `V` kept in two words: built only where `V` fits them ([`Ready::FITS`]).
+struct Ready<V> {
+    room: Room,
+    _v: PhantomData<V>,
+}
+
+impl<V> Ready<V> {
+    /// Whether a `V` fits the room, in size and alignment.
+    const FITS: bool = size_of::<V>() <= size_of::<Room>() && align_of::<V>() <= align_of::<Room>();
+
+    fn new(value: V) -> Self {
+        assert!(Self::FITS, "AnySender: a ready value that does not fit");
+        let mut room = Room::uninit();
+        // SAFETY: the room has the size and alignment for a `V` (asserted).
+        unsafe { room.as_mut_ptr().cast::<V>().write(value) };
+        Ready { room, _v: PhantomData }
+    }
+
+    fn take(self) -> V {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: the room holds a `V` (`new`), read once: `this` is not dropped.
+        unsafe { this.room.as_ptr().cast::<V>().read() }
+    }
+}
+
+// Never pinned in place: it is moved out and handed over by value, so an `AnySender`
+// stays `Unpin` whatever `V`, as it was with a block alone.
+impl<V> Unpin for Ready<V> {}
+
+impl<V> Drop for Ready<V> {
+    fn drop(&mut self) {
+        // SAFETY: the room holds a `V` (`new`; `take` forgets `self`).
+        unsafe { std::ptr::drop_in_place(self.room.as_mut_ptr().cast::<V>()) }
+    }
+}
+
+/// What an [`AnySender`] holds: a block, or a ready value (the sender was a `just`).
+enum Repr<V, E, Sch> {
+    Block(NonNull<Header<V, E, Sch>>),
+    Ready(Ready<V>),
+}
+
+// ---------------------------------------------------------------------------------------
 // The sender
 
 /// A type-erased sender of `V` (or the error `E`, stopped, or a panic): any sender with
 /// those completions, behind one recycled heap block. Use it for recursion (a function
 /// returning senders of its own type) and for collections of different senders.
+///
+/// A sender that only completes with a value at once (`just(v)`, see
+/// [`Sender::into_ready_value`]) is kept without a block when the value fits in two
+/// words: the leaves of a recursion cost no allocation.
 ///
 /// `'a` is what the erased sender borrows; `Sch` is the scheduler its environment shows.
 ///
@@ -286,11 +338,12 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 /// ```
 #[must_use = "senders do nothing unless connected and started"]
 pub struct AnySender<'a, V, E = Infallible, Sch = NoScheduler> {
-    block: NonNull<Header<V, E, Sch>>,
+    repr: ManuallyDrop<Repr<V, E, Sch>>,
     _borrow: PhantomData<&'a ()>,
 }
 
-// SAFETY: built only from `Send` senders whose operations are `Send` (`new`).
+// SAFETY: built only from `Send` senders whose operations are `Send` (`new`); a ready
+// value comes out of such a sender.
 unsafe impl<V, E, Sch> Send for AnySender<'_, V, E, Sch> {}
 
 impl<V, E, Sch> std::fmt::Debug for AnySender<'_, V, E, Sch> {
@@ -306,6 +359,14 @@ impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
         S: SenderTo<AnyReceiver<V, E, Sch>, Value = V, Error = E> + Send + 'a,
         OpOf<S, V, E, Sch>: Send,
     {
+        let sndr = if Ready::<V>::FITS {
+            match sndr.into_ready_value() {
+                Ok(value) => return AnySender::with(Repr::Ready(Ready::new(value))),
+                Err(sndr) => sndr,
+            }
+        } else {
+            sndr
+        };
         let block = crate::block::uninit::<Block<V, E, Sch, S, OpOf<S, V, E, Sch>>>();
         let b = block.as_ptr();
         // SAFETY: a fresh block for this type; the fields are written one by one, so
@@ -318,18 +379,30 @@ impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
             (&raw mut (*b).holds).write(SENDER);
             (&raw mut (*b).slot.sender).write(ManuallyDrop::new(sndr));
         }
-        AnySender { block: block.cast(), _borrow: PhantomData }
+        AnySender::with(Repr::Block(block.cast()))
+    }
+}
+
+impl<V, E, Sch> AnySender<'_, V, E, Sch> {
+    fn with(repr: Repr<V, E, Sch>) -> Self {
+        AnySender { repr: ManuallyDrop::new(repr), _borrow: PhantomData }
     }
 
-    fn into_block(self) -> NonNull<Header<V, E, Sch>> {
-        std::mem::ManuallyDrop::new(self).block
+    fn into_repr(self) -> Repr<V, E, Sch> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: taken once; `this` is not dropped, so the repr is not dropped twice.
+        unsafe { ManuallyDrop::take(&mut this.repr) }
     }
 }
 
 impl<V, E, Sch> Drop for AnySender<'_, V, E, Sch> {
     fn drop(&mut self) {
-        // SAFETY: an unconnected `AnySender` owns its block, which holds the sender.
-        unsafe { (self.block.as_ref().drop)(self.block) }
+        // SAFETY: dropped once, here; nothing touches `repr` after.
+        match unsafe { ManuallyDrop::take(&mut self.repr) } {
+            // SAFETY: an unconnected `AnySender` owns its block, which holds the sender.
+            Repr::Block(block) => unsafe { (block.as_ref().drop)(block) },
+            Repr::Ready(value) => drop(value),
+        }
     }
 }
 
@@ -353,8 +426,13 @@ where
 {
     type Operation = AnyOp<'a, V, E, Sch, R>;
     fn connect(self, receiver: R) -> AnyOp<'a, V, E, Sch, R> {
+        let (block, ready) = match self.into_repr() {
+            Repr::Block(block) => (Some(block), None),
+            Repr::Ready(value) => (None, Some(value)),
+        };
         AnyOp {
-            block: std::cell::Cell::new(Some(self.into_block())),
+            block: std::cell::Cell::new(block),
+            ready: UnsafeCell::new(ready),
             rcvr: UnsafeCell::new(Some(receiver)),
             _borrow: PhantomData,
             _pin: PhantomPinned,
@@ -367,13 +445,15 @@ where
 /// the real receiver is called, so a finished subtree of a recursion holds no memory.
 pub struct AnyOp<'a, V, E, Sch, R> {
     block: std::cell::Cell<Option<NonNull<Header<V, E, Sch>>>>,
+    /// The value of a ready `AnySender` (one without a block), until started.
+    ready: UnsafeCell<Option<Ready<V>>>,
     rcvr: UnsafeCell<Option<R>>,
     _borrow: PhantomData<&'a ()>,
     _pin: PhantomPinned,
 }
 
-// SAFETY: the block's sender and operation are `Send` (`AnySender::new`); the receiver is
-// `Send` (the `SenderTo` impl).
+// SAFETY: the block's sender and operation, and a ready value, are `Send`
+// (`AnySender::new`); the receiver is `Send` (the `SenderTo` impl).
 unsafe impl<V, E, Sch, R: Send> Send for AnyOp<'_, V, E, Sch, R> {}
 
 impl<V, E, Sch, R> Drop for AnyOp<'_, V, E, Sch, R> {
@@ -466,6 +546,11 @@ where
         // SAFETY: the operation is pinned and lives until it completes; the receiver cell
         // stays in place, so the erased receiver may point at it.
         let this = unsafe { self.get_unchecked_mut() };
+        if let Some(value) = this.ready.get_mut().take() {
+            // A ready value completes at once, as the `just` it was would have.
+            let rcvr = this.rcvr.get_mut().take().expect("AnySender: completes once");
+            return rcvr.set_value(value.take());
+        }
         let block = this.block.get().expect("AnySender: connected");
         let rcvr = AnyReceiver { rcvr: std::ptr::from_ref(this).cast(), vtable: Self::VTABLE };
         // SAFETY: the block holds the unstarted sender; it stays in place until dropped

@@ -40,6 +40,23 @@ pub trait Sender: Sized {
 
     /// The completion scheduler's value.
     fn completion_scheduler(&self) -> Self::CompletionScheduler;
+
+    /// The value, if this sender does nothing but complete with it at once when started,
+    /// whatever the receiver and its environment (as [`just`](crate::just) does);
+    /// otherwise the sender itself, unchanged (the default).
+    ///
+    /// [`AnySender`](crate::AnySender) asks, to keep such a value (the leaves of a
+    /// recursion) in place of a heap block. A sender that says `Ok` must not observe its
+    /// receiver's stop token or environment.
+    ///
+    /// ```
+    /// use senders::{Sender, SenderExt, just};
+    /// assert_eq!(just(7).into_ready_value().ok(), Some(7));
+    /// assert!(just(7).then(|x| x + 1).into_ready_value().is_err());
+    /// ```
+    fn into_ready_value(self) -> Result<Self::Value, Self> {
+        Err(self)
+    }
 }
 
 /// A sender that can be connected to receivers of type `R`.

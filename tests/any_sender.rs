@@ -186,6 +186,39 @@ fn the_block_is_freed_on_every_path() {
     assert_eq!(drops.load(Ordering::SeqCst), 3);
 }
 
+/// `just(v).boxed()` keeps a value of two words or less without a block: it is
+/// delivered, and dropped exactly once on every path; a larger one takes a block.
+#[test]
+fn a_ready_value_is_delivered_and_dropped_once_on_every_path() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    drop(just(Counted(drops.clone())).boxed());
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    drop(just(Counted(drops.clone())).boxed().connect(Sink));
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    let got = sync_wait(just(Counted(drops.clone())).boxed()).unwrap().unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 2, "the value is handed over, not dropped");
+    drop(got);
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    // In a `when_all` on the pool, as the leaves of a recursion are.
+    let pool = StaticThreadPool::new(2).unwrap();
+    let both = when_all((just(Counted(drops.clone())).boxed(), just(2u8).boxed())).then(|(c, n)| {
+        drop(c);
+        n
+    });
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), both)).unwrap(), Some(2));
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+    // Larger than two words, or more aligned: through a block, with the same results.
+    let big = [1u64, 2, 3, 4];
+    assert_eq!(sync_wait(just(big).boxed()).unwrap(), Some(big));
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[repr(align(32))]
+    struct Aligned(u8);
+    assert_eq!(sync_wait(just(Aligned(9)).boxed()).unwrap(), Some(Aligned(9)));
+    // A zero-sized value, and `just_error` (never ready) alongside.
+    assert_eq!(sync_wait(just(()).boxed()).unwrap(), Some(()));
+    assert_eq!(sync_wait(just_error::<u8, &str>("no").boxed()).unwrap_err(), "no");
+}
+
 #[test]
 fn a_panic_in_the_erased_senders_connect_is_delivered() {
     let msg = panic_message(|| sync_wait(PanicsInConnect.boxed()));

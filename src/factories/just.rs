@@ -63,6 +63,9 @@ impl<V> Sender for Just<V> {
     fn completion_scheduler(&self) -> NoScheduler {
         NoScheduler
     }
+    fn into_ready_value(self) -> Result<V, Self> {
+        Ok(self.0)
+    }
 }
 
 impl<V, E> Sender for JustError<V, E> {
