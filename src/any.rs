@@ -241,10 +241,12 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 // ---------------------------------------------------------------------------------------
 // A ready value
 
-/// The room an [`AnySender`] has for a ready value of its own, instead of a block.
-type Room = MaybeUninit<[usize; 2]>;
+/// The room an [`AnySender`] has for a ready value of its own, instead of a block: one
+/// word, so that an `AnySender` is two (a tag and the room or the block) and is passed
+/// and returned in registers.
+type Room = MaybeUninit<usize>;
 
-/// A `V` kept in two words: built only where `V` fits them ([`Ready::FITS`]).
+/// A `V` kept in one word: built only where `V` fits it ([`Ready::FITS`]).
 struct Ready<V> {
     room: Room,
     _v: PhantomData<V>,
@@ -294,8 +296,8 @@ enum Repr<V, E, Sch> {
 /// returning senders of its own type) and for collections of different senders.
 ///
 /// A sender that only completes with a value at once (`just(v)`, see
-/// [`Sender::into_ready_value`]) is kept without a block when the value fits in two
-/// words: the leaves of a recursion cost no allocation.
+/// [`Sender::into_ready_value`]) is kept without a block when the value fits in one
+/// word: the leaves of a recursion cost no allocation.
 ///
 /// `'a` is what the erased sender borrows; `Sch` is the scheduler its environment shows.
 ///

@@ -186,7 +186,7 @@ fn the_block_is_freed_on_every_path() {
     assert_eq!(drops.load(Ordering::SeqCst), 3);
 }
 
-/// `just(v).boxed()` keeps a value of two words or less without a block: it is
+/// `just(v).boxed()` keeps a value of one word or less without a block: it is
 /// delivered, and dropped exactly once on every path; a larger one takes a block.
 #[test]
 fn a_ready_value_is_delivered_and_dropped_once_on_every_path() {
@@ -207,7 +207,7 @@ fn a_ready_value_is_delivered_and_dropped_once_on_every_path() {
     });
     assert_eq!(sync_wait(starts_on(pool.scheduler(), both)).unwrap(), Some(2));
     assert_eq!(drops.load(Ordering::SeqCst), 4);
-    // Larger than two words, or more aligned: through a block, with the same results.
+    // Larger than a word, or more aligned: through a block, with the same results.
     let big = [1u64, 2, 3, 4];
     assert_eq!(sync_wait(just(big).boxed()).unwrap(), Some(big));
     #[derive(Clone, Copy, Debug, PartialEq)]
