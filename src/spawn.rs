@@ -200,6 +200,7 @@ where
     S: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'scope,
     SpawnOp<S, Tk::Association>: Send,
 {
+    #[inline]
     fn spawn_in(self, token: Tk) -> bool {
         let Some(assoc) = token.try_associate() else {
             return false;
@@ -277,6 +278,7 @@ where
 /// sync_wait(scope.join()).unwrap();
 /// assert_eq!(hits.load(Ordering::SeqCst), 1);
 /// ```
+#[inline]
 pub fn spawn<S: Spawnable<Tk>, Tk>(sndr: S, token: Tk) -> bool {
     sndr.spawn_in(token)
 }
