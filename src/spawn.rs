@@ -141,14 +141,21 @@ unsafe fn free_block<Op, A: Association>(block: *mut ()) {
     // association is moved out once; the block itself has no drop glue left and is
     // freed once.
     unsafe {
-        let dropped = crate::panic::catch(|| (*block).op.assume_init_drop());
+        if let Err(panic) = crate::panic::catch(|| (*block).op.assume_init_drop()) {
+            report_drop_panic(&*(*block).assoc, panic);
+        }
         let assoc = ManuallyDrop::take(&mut (*block).assoc);
         crate::block::free(NonNull::new_unchecked(block));
-        if let Err(panic) = dropped {
-            assoc.report_panic(panic);
-        }
         drop(assoc);
     }
+}
+
+/// Hands the scope a panic from a spawned operation's drop: out of line, so that nothing
+/// of it stays live across the free on the common path.
+#[cold]
+#[inline(never)]
+fn report_drop_panic<A: Association>(assoc: &A, panic: Panic) {
+    assoc.report_panic(panic);
 }
 
 /// # Safety
