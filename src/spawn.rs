@@ -60,18 +60,22 @@ impl Drop for SpawnedOp {
     }
 }
 
-/// The heap block of one spawned operation: the operation and its association.
+/// The heap block of one spawned operation: its association, then the operation. The
+/// association comes first (`repr(C)`), so that the receiver, which cannot name the
+/// operation's type, finds it at the block's address.
+#[repr(C)]
 struct SpawnBox<Op, A> {
-    op: MaybeUninit<Op>,
     assoc: ManuallyDrop<A>,
+    op: MaybeUninit<Op>,
 }
 
 /// The receiver of a spawned sender: destroys the operation, frees its block, then
 /// dissociates. Its environment carries the scope's stop token.
 pub struct SpawnReceiver<A: Association> {
-    block: *mut (),
-    assoc: *const A,
-    free: unsafe fn(*mut ()) -> A,
+    /// The `SpawnBox`, whose first field is the association.
+    block: *mut A,
+    /// Ends the operation: `free_block` of the box's types.
+    free: unsafe fn(*mut ()),
 }
 
 // SAFETY: completes on any thread; it only frees the block (whose operation is `Send`)
@@ -82,17 +86,17 @@ unsafe impl<A: Association> Sync for SpawnReceiver<A> {}
 
 impl<A: Association> SpawnReceiver<A> {
     fn assoc(&self) -> &A {
-        // SAFETY: the association lives in the block until `finish` takes it out.
-        unsafe { &*self.assoc }
+        // SAFETY: the association lives at the start of the block (`SpawnBox` is
+        // `repr(C)`) until `finish` takes it out.
+        unsafe { &*self.block }
     }
 
     fn finish(self) {
         // SAFETY: the block is the live allocation this receiver's operation lives in;
         // the operation does not touch itself after calling its receiver, so it may be
-        // destroyed now. The association is dropped last (P3149's order: destroy the
+        // destroyed now. `free` drops the association last (P3149's order: destroy the
         // operation, free its storage, dissociate).
-        let assoc = unsafe { (self.free)(self.block) };
-        drop(assoc);
+        unsafe { (self.free)(self.block.cast()) }
     }
 }
 
@@ -121,6 +125,8 @@ impl<A: Association, X: Into<A::Error>> Receiver<(), X> for SpawnReceiver<A> {
     }
 }
 
+/// Destroys the operation, frees the block, then ends the association (P3149's order).
+///
 /// # Safety
 ///
 /// `block` is a `Box<SpawnBox<Op, A>>` whose operation was written and has completed
@@ -128,21 +134,28 @@ impl<A: Association, X: Into<A::Error>> Receiver<(), X> for SpawnReceiver<A> {
 ///
 /// A panic in the operation's drop (a user `Drop` in the spawned work) is reported to the
 /// scope like any panic of spawned work; the association still ends, the block is freed.
-unsafe fn free_block<Op, A: Association>(block: *mut ()) -> A {
+unsafe fn free_block<Op, A: Association>(block: *mut ()) {
     let block = block.cast::<SpawnBox<Op, A>>();
     // SAFETY: the caller's contract. The operation was initialized by `spawn` and is
     // dropped exactly once (drop glue finishes dropping it when a part panics); the
     // association is moved out once; the block itself has no drop glue left and is
     // freed once.
     unsafe {
-        let dropped = crate::panic::catch(|| (*block).op.assume_init_drop());
+        if let Err(panic) = crate::panic::catch(|| (*block).op.assume_init_drop()) {
+            report_drop_panic(&*(*block).assoc, panic);
+        }
         let assoc = ManuallyDrop::take(&mut (*block).assoc);
         crate::block::free(NonNull::new_unchecked(block));
-        if let Err(panic) = dropped {
-            assoc.report_panic(panic);
-        }
-        assoc
+        drop(assoc);
     }
+}
+
+/// Hands the scope a panic from a spawned operation's drop: out of line, so that nothing
+/// of it stays live across the free on the common path.
+#[cold]
+#[inline(never)]
+fn report_drop_panic<A: Association>(assoc: &A, panic: Panic) {
+    assoc.report_panic(panic);
 }
 
 /// # Safety
@@ -154,14 +167,6 @@ unsafe fn start_block<Op: OperationState, A>(block: *const ()) {
         let op = (*block.cast_mut().cast::<SpawnBox<Op, A>>()).op.assume_init_mut();
         Pin::new_unchecked(op).start();
     }
-}
-
-/// # Safety
-///
-/// As for `start_block`, for an operation that will never be started.
-unsafe fn discard_block<Op, A: Association>(block: *mut ()) {
-    // SAFETY: forwarded.
-    drop(unsafe { free_block::<Op, A>(block) });
 }
 
 /// A sender that [`spawn`] can start in the scope of a token of type `Tk`.
@@ -202,20 +207,22 @@ where
     S: SenderTo<SpawnReceiver<Tk::Association>> + Send + 'scope,
     SpawnOp<S, Tk::Association>: Send,
 {
+    #[inline]
     fn spawn_in(self, token: Tk) -> bool {
         let Some(assoc) = token.try_associate() else {
             return false;
         };
         let sndr = self;
         let block = crate::block::new(SpawnBox::<SpawnOp<S, Tk::Association>, Tk::Association> {
-            op: MaybeUninit::uninit(),
             assoc: ManuallyDrop::new(assoc),
+            op: MaybeUninit::uninit(),
         })
         .as_ptr();
-        // SAFETY: `block` is a fresh allocation; the association stays at this address
-        // until `free_block` moves it out.
-        let assoc = unsafe { &raw const (*block).assoc }.cast::<Tk::Association>();
-        let rcvr = SpawnReceiver { block: block.cast(), assoc, free: free_block::<SpawnOp<S, Tk::Association>, _> };
+        // The association stays at the block's address until `free_block` moves it out.
+        let rcvr = SpawnReceiver {
+            block: block.cast::<Tk::Association>(),
+            free: free_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
+        };
         let op = match crate::panic::catch(|| sndr.connect(rcvr)) {
             Ok(op) => op,
             Err(panic) => {
@@ -235,7 +242,7 @@ where
         let op = SpawnedOp {
             ptr: block.cast(),
             start: start_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
-            discard: discard_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
+            discard: free_block::<SpawnOp<S, Tk::Association>, Tk::Association>,
         };
         EarlyDomain::<S>::default().apply_spawn(op);
         true
@@ -278,6 +285,7 @@ where
 /// sync_wait(scope.join()).unwrap();
 /// assert_eq!(hits.load(Ordering::SeqCst), 1);
 /// ```
+#[inline]
 pub fn spawn<S: Spawnable<Tk>, Tk>(sndr: S, token: Tk) -> bool {
     sndr.spawn_in(token)
 }

@@ -276,6 +276,7 @@ impl fmt::Debug for PoolScheduler {
 impl Scheduler for PoolScheduler {
     type Domain = PoolDomain;
     type Sender = PoolSender;
+    #[inline]
     fn schedule(&self) -> PoolSender {
         PoolSender { sch: self.clone() }
     }

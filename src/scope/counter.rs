@@ -133,6 +133,7 @@ impl Counter {
     /// Tries to associate, counting on `slot`'s shard if the calling thread owns one
     /// (`slot` must be the calling thread's own slot, unique among live threads).
     /// Fails if the scope is closed or joined, or is no longer generation `generation`.
+    #[inline]
     pub(crate) fn try_associate(&self, generation: u64, slot: Option<usize>) -> Option<Home> {
         let Some(shard) = slot.and_then(|s| self.shards.get(s)) else {
             return self.root_try_add(generation).then_some(Home::Root);
@@ -168,6 +169,7 @@ impl Counter {
     /// Ends an association counted at `home`. After the decrement that may release the
     /// scope, this touches the scope only if it made the count reach zero under a join,
     /// which makes it the one thread that finishes the join (see `root_sub`).
+    #[inline]
     pub(crate) fn dissociate(&self, home: Home) {
         match home {
             Home::Root => self.root_sub(),

@@ -173,6 +173,7 @@ impl InplaceStopSource {
     ///
     /// A `true` result synchronizes with the [`request_stop`](Self::request_stop) call
     /// that made the request.
+    #[inline]
     pub fn stop_requested(&self) -> bool {
         self.state.load(Ordering::Acquire) & STOP_REQUESTED != 0
     }
