@@ -197,6 +197,7 @@ impl<Sch, E> LetScopeShared<Sch, E> {
         self.core.stop.request_stop();
     }
 
+    #[inline]
     fn associate(&self) -> Option<LetAssociation<'_, Sch, E>> {
         let home = self.core.counter.try_associate(self.generation, slot::current())?;
         Some(LetAssociation { shared: NonNull::from(self), home, _s: PhantomData })
