@@ -113,8 +113,9 @@ fn settle() {
         let threads: Vec<_> = (0..SETTLE_THREADS)
             .map(|_| {
                 s.spawn(|| {
-                    // One recycled block (an erased sender), freed on this thread.
-                    assert_eq!(sync_wait(just(1).boxed()).unwrap(), Some(1));
+                    // One recycled block (an erased sender), freed on this thread; not
+                    // a bare `just`, which `AnySender` keeps without a block.
+                    assert_eq!(sync_wait(just(1).then(|x: i32| x).boxed()).unwrap(), Some(1));
                     barrier.wait();
                     // Park once with every settle thread alive: parking_lot sizes its
                     // global table for the most threads that have parked at once, and
