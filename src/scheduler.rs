@@ -17,11 +17,11 @@ use std::convert::Infallible;
 /// scope's join, the end of a `let_async_scope`, a [`Task`](crate::Task) resuming or
 /// changing scheduler,
 /// [`from_future`](crate::from_future()) hopping to poll) and
-/// becomes the operation's completion (`set_panic`). Two cases are not caught
-/// (`docs/DESIGN.md` §2.6): a `connect` made directly by the caller (at the root, the
-/// panic unwinds out of `sync_wait` before anything starts), and a `connect` that
-/// another operation makes inside its `start` (`when_all`'s children, the first stage of
-/// `schedule_from` and `let_*`), where an unwind aborts the process with a message.
+/// becomes the operation's completion (`set_panic`). So does a panic in a `connect` that
+/// another operation makes inside its `start` (`when_all`'s children, `stop_when`'s and
+/// `nest`'s child, the first stage of `schedule_from` and `let_*`). One case is not
+/// caught (`docs/DESIGN.md` §2.6): a `connect` made directly by the caller (at the root,
+/// the panic unwinds out of `sync_wait` before anything starts).
 ///
 /// ```
 /// use senders::{Scheduler, SenderExt, SingleThreadContext, schedule, sync_wait};

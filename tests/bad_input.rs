@@ -22,7 +22,7 @@
 //! | awaiting a task twice | does not compile (`.await` moves the task) | `tests/ui/task_awaited_twice.rs` |
 //! | a user scheduler panicking in `schedule()` / its sender's `connect` / `is_current` | `set_panic` through `starts_on`, a counting scope's join hop, `let_async_scope`'s final hop, a `Task`'s resumption and `change_scheduler`, `from_future`'s poll hop (each was an abort) | `a_panicking_scheduler_*` |
 //! | ... in a first-stage `connect` inside `sync_wait`'s own `connect` | the panic unwinds out of `sync_wait` before anything starts | `a_panicking_connect_at_the_root_unwinds_to_the_caller` |
-//! | ... in `connect` made inside another operation's `start` (`when_all`'s children) | documented abort with a message (cannot be caught: no receiver to complete yet) | `a_panicking_connect_inside_another_start_aborts_with_a_message` (in a subprocess) |
+//! | ... in `connect` made inside another operation's `start` (`when_all`'s children, `stop_when`'s and `nest`'s child, the first stage of `let_*` and `continues_on`) | delivered with `set_panic`, inline and on the pool (was: an abort) | `a_panicking_connect_inside_another_start_is_delivered` |
 //! | a panicking env query (`read_env` of a user query) | delivered with `set_panic` (was: abort under `sync_wait`) | `a_panicking_env_query_is_delivered` |
 //! | a receiver that panics in its completion | the process aborts with a message (a completion must not unwind, DESIGN §2.4/§2.6) | `a_panicking_receiver_aborts_with_a_message` (in a subprocess) |
 
@@ -695,16 +695,32 @@ fn a_panicking_receiver_aborts_with_a_message() {
 }
 
 #[test]
-fn a_panicking_connect_inside_another_start_aborts_with_a_message() {
-    if std::env::var_os(CHILD_VAR).is_some() {
-        let sch = FaultyScheduler::new(Fault::Connect, 0);
-        let _ = sync_wait(when_all((schedule(&sch), just(1))));
-        return;
-    }
-    let (signal, stderr) = run_child("a_panicking_connect_inside_another_start_aborts_with_a_message");
-    assert_eq!(signal, Some(SIGABRT), "SIGABRT expected; stderr:\n{stderr}");
-    assert!(stderr.contains("faulty connect"), "the panic is reported:\n{stderr}");
-    assert!(stderr.contains("senders: an operation's start unwound inside sync_wait"), "explained:\n{stderr}");
+fn a_panicking_connect_inside_another_start_is_delivered() {
+    // `when_all` connects its children when it starts, `stop_when` (and `nest` through
+    // it) its child, `let_value` and `continues_on` their predecessor: a panic there
+    // completes the operation with it, inline and on the pool, and the scope's count
+    // balances.
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = FaultyScheduler::new(Fault::Connect, 0);
+    assert_eq!(panic_message(|| sync_wait(when_all((schedule(&sch), just(1))))), "faulty connect");
+    assert_eq!(panic_message(|| sync_wait(when_all((just(1), schedule(&sch))))), "faulty connect");
+    let on_pool = starts_on(pool.scheduler(), when_all((just(1), schedule(&sch))));
+    assert_eq!(panic_message(|| sync_wait(on_pool)), "faulty connect");
+    let source = InplaceStopSource::new();
+    assert_eq!(panic_message(|| sync_wait(stop_when(schedule(&sch), source.token()))), "faulty connect");
+    let scope = CountingScope::new();
+    assert_eq!(panic_message(|| sync_wait(nest(schedule(&sch), scope.token()))), "faulty connect");
+    sync_wait(scope.join()).unwrap();
+    // The first stage of `let_*` and of `continues_on`: `f` never runs.
+    let ran = AtomicBool::new(false);
+    let first = schedule(&sch).let_value(|()| {
+        ran.store(true, Ordering::SeqCst);
+        just(())
+    });
+    assert_eq!(panic_message(|| sync_wait(first)), "faulty connect");
+    assert!(!ran.load(Ordering::SeqCst));
+    assert_eq!(panic_message(|| sync_wait(schedule(&sch).continues_on(pool.scheduler()))), "faulty connect");
+    assert_eq!(sch.schedules(), 7);
 }
 
 /// `SIGABRT` on Linux (and every platform this crate is tested on).

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use crate::domain::{CommonDomain, MaybeDomain};
 use crate::env::Env;
 use crate::inplace::InPlace;
-use crate::panic::Panic;
+use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
@@ -424,9 +424,16 @@ where
         // and is not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
         let Some(sndr) = this.sndr.take() else { return };
-        let rcvr = LetFirstReceiver { state: &mut this.state };
-        let first = this.first.insert(sndr.connect(rcvr));
-        // SAFETY: pinned in place inside the pinned operation; started once.
-        unsafe { Pin::new_unchecked(first).start() };
+        let state: *mut LetState<K, S, F, R> = &mut this.state;
+        match catch(move || sndr.connect(LetFirstReceiver { state })) {
+            Ok(first) => {
+                let first = this.first.insert(first);
+                // SAFETY: pinned in place inside the pinned operation; started once.
+                unsafe { Pin::new_unchecked(first).start() };
+            }
+            // A panic in the predecessor's `connect` is the predecessor's completion: its
+            // receiver delivers it downstream (`f` never runs).
+            Err(p) => LetFirstReceiver { state }.set_panic(p),
+        }
     }
 }

@@ -298,8 +298,15 @@ where
             Pin::new_unchecked(&mut links.from_token).register();
         }
         let rcvr = StopWhenReceiver { state: &this.state };
-        let child = this.child.insert(sndr.connect(rcvr));
-        // SAFETY: pinned in place, started once.
-        unsafe { Pin::new_unchecked(child).start() };
+        match catch(move || sndr.connect(rcvr)) {
+            Ok(child) => {
+                let child = this.child.insert(child);
+                // SAFETY: pinned in place, started once.
+                unsafe { Pin::new_unchecked(child).start() };
+            }
+            // A panic in the child's `connect` completes the operation, as the child's own
+            // panic would (after a stop forwarder that is running, if any).
+            Err(p) => this.state.complete(Outcome::Panic(p)),
+        }
     }
 }

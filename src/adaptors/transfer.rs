@@ -264,9 +264,17 @@ where
         // structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
         let Some(sndr) = this.sndr.take() else { return };
-        let first = this.first.insert(sndr.connect(TransferReceiver { state: &this.state }));
-        // SAFETY: pinned in place, started once.
-        unsafe { Pin::new_unchecked(first).start() };
+        let state: *const _ = &this.state;
+        match catch(move || sndr.connect(TransferReceiver { state })) {
+            Ok(first) => {
+                let first = this.first.insert(first);
+                // SAFETY: pinned in place, started once.
+                unsafe { Pin::new_unchecked(first).start() };
+            }
+            // A panic in the predecessor's `connect` is the predecessor's completion: it
+            // is delivered after the hop, as a panic of the predecessor would be.
+            Err(p) => TransferReceiver { state }.set_panic(p),
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use std::pin::Pin;
 
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
 use crate::env::Env;
-use crate::panic::Panic;
+use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
 use crate::sender::{OperationState, Sender, SenderTo};
@@ -461,6 +461,22 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         }
     }
 
+    /// Completes an operation none of whose children was started with `panic`.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live shared state of a started operation whose children were never
+    /// started; called once, instead of any other completion.
+    unsafe fn fail_unstarted(this: *const Self, panic: Panic) {
+        // SAFETY: the caller's contract: no child holds or releases a count, so the
+        // completion is ours (a forwarder linked by a child's `connect` only adds to the
+        // count and takes back what it added; `complete` waits for it).
+        unsafe {
+            (*this).fail(Some(Failure::Panic(panic)));
+            Self::complete(this)
+        }
+    }
+
     /// # Safety
     ///
     /// Every child has completed; called once.
@@ -778,7 +794,13 @@ where
         let shared: *const Shared<C, R> = &this.shared;
         // SAFETY: `shared` is pinned inside this started operation, which outlives the
         // children's operations.
-        let ops = unsafe { children.connect_all(shared) };
+        let ops = match catch(|| unsafe { children.connect_all(shared) }) {
+            Ok(ops) => ops,
+            // A child's `connect` panicked: the children connected before it were dropped
+            // unstarted, and the operation completes with the panic.
+            // SAFETY: no child was started, so nothing else completes the operation.
+            Err(p) => return unsafe { Shared::fail_unstarted(shared, p) },
+        };
         let ops = this.ops.insert(ops);
         // SAFETY: `ops` is pinned in place and unstarted; `shared` is pinned beside it.
         unsafe { P::start::<C, R>(shared, ops) };
