@@ -483,3 +483,45 @@ fn a_panic_in_an_awaited_senders_connect_completes_the_task_with_it() {
     let msg = panic_message(|| sync_wait(T::new(async { PanicsInConnect.awaited().await })));
     assert_eq!(msg, "connect panicked");
 }
+
+/// Counts its drops.
+struct DropCount(Arc<AtomicUsize>);
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn an_awaited_operation_too_large_for_the_awaits_room_completes_and_drops_once() {
+    // `just` of 512 bytes: its operation does not fit the room an await keeps for one, so
+    // it lives in a block of its own.
+    let t = T::new(async { Ok(just([7u64; 64]).await?.iter().sum::<u64>()) });
+    assert_eq!(sync_wait(t).unwrap(), Some(448));
+
+    // A large operation registered and then dropped unstarted (the task returns in the
+    // same poll) drops what it holds exactly once, and never runs.
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ran = Arc::new(AtomicBool::new(false));
+    let (d, r) = (drops.clone(), ran.clone());
+    let t = T::new(async move {
+        let held = (DropCount(d), [0u64; 64]);
+        let mut fut = Box::pin(just(held).then(move |_| r.store(true, Ordering::SeqCst)).into_future());
+        let _ = std::future::poll_fn(|cx| {
+            let _ = fut.as_mut().poll(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        drop(fut);
+        Ok(())
+    });
+    assert_eq!(sync_wait(t).unwrap(), Some(()));
+    assert!(!ran.load(Ordering::SeqCst));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+    // A panic in the connect of a large operation completes the task with it.
+    let msg = panic_message(|| {
+        sync_wait(T::new(async { when_all((just([1u64; 64]), PanicsInConnect)).await.map(|(a, b)| a[0] as i32 + b) }))
+    });
+    assert_eq!(msg, "connect panicked");
+}

@@ -56,6 +56,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::convert::Infallible;
 use std::future::{Future, IntoFuture};
 use std::marker::{PhantomData, PhantomPinned};
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::ptr::{self, NonNull};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
@@ -75,20 +76,52 @@ use scheduler::Scheduled;
 // ---------------------------------------------------------------------------------------
 // The frame
 
-/// The type-erased part of a frame: how to poll and drop the future inside.
 /// Polls the future behind a frame header.
 type PollFn<T, E> = unsafe fn(NonNull<Header<T, E>>, &mut Context<'_>) -> Poll<Result<T, E>>;
 
-#[repr(C)]
-struct Header<T, E> {
+/// How to poll and drop the future of one frame type.
+struct FrameFns<T, E> {
     poll: PollFn<T, E>,
     drop: unsafe fn(NonNull<Header<T, E>>),
+}
+
+/// The type-erased part of a frame: a pointer to its functions, built by a constant
+/// (one word, so that a small future's whole frame is copied without a call to `memcpy`).
+#[repr(C)]
+struct Header<T, E> {
+    fns: *const FrameFns<T, E>,
+}
+
+impl<T, E> Header<T, E> {
+    /// Polls the future.
+    ///
+    /// # Safety
+    ///
+    /// As `poll_frame`: `h` heads a live, pinned frame.
+    unsafe fn poll(h: NonNull<Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
+        // SAFETY: the caller's contract; the table lives in constant memory.
+        unsafe { ((*h.as_ref().fns).poll)(h, cx) }
+    }
+
+    /// Drops the future and frees the frame.
+    ///
+    /// # Safety
+    ///
+    /// As `drop_frame`: `h` heads a live frame, dropped once.
+    unsafe fn drop(h: NonNull<Self>) {
+        // SAFETY: as above.
+        unsafe { ((*h.as_ref().fns).drop)(h) }
+    }
 }
 
 #[repr(C)]
 struct Frame<T, E, F> {
     header: Header<T, E>,
     fut: F,
+}
+
+impl<T, E, F: Future<Output = Result<T, E>>> Frame<T, E, F> {
+    const FNS: *const FrameFns<T, E> = &FrameFns { poll: poll_frame::<T, E, F>, drop: drop_frame::<T, E, F> };
 }
 
 /// # Safety
@@ -180,10 +213,7 @@ impl<'a, T, E> Task<'a, T, E> {
     where
         F: Future<Output = Result<T, E>> + Send + 'a,
     {
-        let frame = crate::block::new(Frame {
-            header: Header { poll: poll_frame::<T, E, F>, drop: drop_frame::<T, E, F> },
-            fut,
-        });
+        let frame = crate::block::new(Frame { header: Header { fns: Frame::<T, E, F>::FNS }, fut });
         Task { frame: frame.cast(), _borrow: PhantomData, _out: PhantomData }
     }
 
@@ -196,7 +226,7 @@ impl<'a, T, E> Task<'a, T, E> {
 impl<T, E> Drop for Task<'_, T, E> {
     fn drop(&mut self) {
         // SAFETY: an unstarted task owns its frame and drops it once.
-        unsafe { (self.frame.as_ref().drop)(self.frame) }
+        unsafe { Header::drop(self.frame) }
     }
 }
 
@@ -510,9 +540,86 @@ pub(crate) struct AwaitNode {
 pub struct Awaited<S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>> {
     node: AwaitNode,
     sndr: Option<S>,
-    op: Option<S::Operation>,
+    op: OpSlot<S::Operation>,
     result: UnsafeCell<Option<Result<S::Value, S::Error>>>,
     _pin: PhantomPinned,
+}
+
+/// Words of room an [`Awaited`] keeps for its operation.
+const OP_ROOM: usize = 5;
+
+/// Where an awaited operation lives: in the `Awaited`'s own room when it fits (a `just`,
+/// a `schedule()`, an `AnySender`), otherwise in a recycled block (a `when_all` of
+/// tasks holds both tasks' operations, 640 bytes). The `Awaited` is part of the task's
+/// future, which `Task::new` copies whole into the frame whatever state it is in, so a
+/// large operation inline would be copied, uninitialized, at every `Task::new`.
+struct OpSlot<Op> {
+    /// The connected operation, in `room` or in a block; null until connected.
+    op: *mut Op,
+    room: MaybeUninit<[usize; OP_ROOM]>,
+    _op: PhantomData<Op>,
+}
+
+impl<Op> OpSlot<Op> {
+    /// Whether an `Op` lives in the room.
+    const INLINE: bool = size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>();
+
+    fn new() -> Self {
+        OpSlot { op: ptr::null_mut(), room: MaybeUninit::uninit(), _op: PhantomData }
+    }
+
+    /// Puts the operation `connect` makes in place: in the room, or in a block.
+    ///
+    /// # Safety
+    ///
+    /// The slot is pinned (it never moves again) and holds no operation.
+    unsafe fn connect(&mut self, connect: impl FnOnce() -> Op) {
+        let at = if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { crate::block::uninit::<Op>().as_ptr() };
+        // A panic in `connect` unwinds through the task's poll: a block taken for it is
+        // given back first.
+        struct FreeOnUnwind<Op>(*mut Op);
+        impl<Op> Drop for FreeOnUnwind<Op> {
+            fn drop(&mut self) {
+                if !OpSlot::<Op>::INLINE {
+                    // SAFETY: the block came from `block::uninit` and holds nothing.
+                    unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
+                }
+            }
+        }
+        let guard = FreeOnUnwind(at);
+        // SAFETY: `at` is valid for an `Op` (the room fits it, or a fresh block); the
+        // operation is written straight there and never moves again (the caller's pin).
+        unsafe { at.write(connect()) };
+        std::mem::forget(guard);
+        self.op = at;
+    }
+
+    /// The connected operation.
+    ///
+    /// # Safety
+    ///
+    /// Connected; the result stays pinned.
+    unsafe fn get(&mut self) -> Pin<&mut Op> {
+        debug_assert!(!self.op.is_null(), "awaited: connected");
+        // SAFETY: the caller's contract.
+        unsafe { Pin::new_unchecked(&mut *self.op) }
+    }
+}
+
+impl<Op> Drop for OpSlot<Op> {
+    fn drop(&mut self) {
+        if self.op.is_null() {
+            return;
+        }
+        // SAFETY: the operation was written by `connect` and is dropped once, here.
+        unsafe {
+            if Self::INLINE {
+                ptr::drop_in_place(self.op);
+            } else {
+                crate::block::drop_and_free(NonNull::new_unchecked(self.op));
+            }
+        }
+    }
 }
 
 // SAFETY: moved between threads only before it is polled (then it is pinned in a frame
@@ -541,7 +648,7 @@ where
     Awaited {
         node: AwaitNode { next: ptr::null_mut(), start: start_node::<S>, ctx: ptr::null() },
         sndr: Some(sndr),
-        op: None,
+        op: OpSlot::new(),
         result: UnsafeCell::new(None),
         _pin: PhantomPinned,
     }
@@ -559,7 +666,7 @@ where
     // SAFETY: the caller's contract; the operation is pinned in the `Awaited`.
     unsafe {
         (*this).node.ctx = ptr::null();
-        Pin::new_unchecked((*this).op.as_mut().expect("awaited: connected")).start();
+        (*this).op.get().start();
     }
 }
 
@@ -580,7 +687,8 @@ where
             );
             let rcvr = AwaitRcvr { result: this.result.get(), ctx, node: &this.node };
             // A panic in `connect` unwinds through this poll into the task's catch.
-            this.op = Some(sndr.connect(rcvr));
+            // SAFETY: the `Awaited` is pinned, and this is its one connect.
+            unsafe { this.op.connect(move || sndr.connect(rcvr)) };
             this.node.ctx = ctx;
             // SAFETY: the runner thread owns the pending list during its poll.
             unsafe {
@@ -884,7 +992,7 @@ where
     fn drop(&mut self) {
         if let Some(frame) = self.frame.take() {
             // SAFETY: never started (or completed, which took the frame): ours to drop.
-            unsafe { (frame.as_ref().drop)(frame) }
+            unsafe { Header::drop(frame) }
         }
     }
 }
@@ -1086,7 +1194,7 @@ where
             let mut cx = Context::from_waker(&waker);
             let outer = CURRENT.with(|cur| cur.replace(ctx));
             // SAFETY: `RUNNING` makes this thread the only one touching the frame.
-            let polled = catch(|| unsafe { (frame.as_ref().poll)(frame, &mut cx) });
+            let polled = catch(|| unsafe { Header::poll(frame, &mut cx) });
             CURRENT.with(|cur| cur.set(outer));
             match polled {
                 // SAFETY: `RUNNING`; awaits registered in this last poll are discarded.
@@ -1131,7 +1239,7 @@ where
         if let Some(frame) = op.frame.take() {
             // A panic in the future's drop glue is the task's panic.
             // SAFETY: the frame is ours; nothing else touches it.
-            if let Err(p) = catch(|| unsafe { (frame.as_ref().drop)(frame) }) {
+            if let Err(p) = catch(|| unsafe { Header::drop(frame) }) {
                 end = End::Panic(p);
             }
         }
