@@ -549,7 +549,7 @@ pub struct Awaited<S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Er
 const OP_ROOM: usize = 5;
 
 /// Where an awaited operation lives: in the `Awaited`'s own room when it fits (a `just`,
-/// a `schedule()`, an `AnySender`), otherwise in a recycled block (a `when_all` of
+/// a pool `schedule()`: 40 bytes), otherwise in a recycled block (a `when_all` of
 /// tasks holds both tasks' operations, 640 bytes). The `Awaited` is part of the task's
 /// future, which `Task::new` copies whole into the frame whatever state it is in, so a
 /// large operation inline would be copied, uninitialized, at every `Task::new`.
