@@ -428,13 +428,8 @@ where
 {
     type Operation = AnyOp<'a, V, E, Sch, R>;
     fn connect(self, receiver: R) -> AnyOp<'a, V, E, Sch, R> {
-        let (block, ready) = match self.into_repr() {
-            Repr::Block(block) => (Some(block), None),
-            Repr::Ready(value) => (None, Some(value)),
-        };
         AnyOp {
-            block: std::cell::Cell::new(block),
-            ready: UnsafeCell::new(ready),
+            repr: UnsafeCell::new(Some(self.into_repr())),
             rcvr: UnsafeCell::new(Some(receiver)),
             _borrow: PhantomData,
             _pin: PhantomPinned,
@@ -442,13 +437,14 @@ where
     }
 }
 
-/// The operation state of an [`AnySender`]: the block and the real receiver. The block
-/// (with the inner operation) is freed as soon as the inner operation completes, before
-/// the real receiver is called, so a finished subtree of a recursion holds no memory.
+/// The operation state of an [`AnySender`]: what the sender held (its block, or its ready
+/// value until started) and the real receiver. The block (with the inner operation) is
+/// freed as soon as the inner operation completes, before the real receiver is called, so
+/// a finished subtree of a recursion holds no memory.
 pub struct AnyOp<'a, V, E, Sch, R> {
-    block: std::cell::Cell<Option<NonNull<Header<V, E, Sch>>>>,
-    /// The value of a ready `AnySender` (one without a block), until started.
-    ready: UnsafeCell<Option<Ready<V>>>,
+    /// The block while it lives (taken by the completion, or by the drop of an operation
+    /// that never started), or the ready value until started.
+    repr: UnsafeCell<Option<Repr<V, E, Sch>>>,
     rcvr: UnsafeCell<Option<R>>,
     _borrow: PhantomData<&'a ()>,
     _pin: PhantomPinned,
@@ -460,7 +456,7 @@ unsafe impl<V, E, Sch, R: Send> Send for AnyOp<'_, V, E, Sch, R> {}
 
 impl<V, E, Sch, R> Drop for AnyOp<'_, V, E, Sch, R> {
     fn drop(&mut self) {
-        if let Some(block) = self.block.take() {
+        if let Some(Repr::Block(block)) = self.repr.get_mut().take() {
             // SAFETY: the operation has completed (or never started): the block is ours.
             unsafe { (block.as_ref().drop)(block) }
         }
@@ -501,7 +497,7 @@ where
         let this = p.cast::<Self>();
         // SAFETY: the caller's contract; the completion owns the block now.
         unsafe {
-            if let Some(block) = (*this).block.take() {
+            if let Some(Repr::Block(block)) = (*(*this).repr.get()).take() {
                 (block.as_ref().drop)(block);
             }
             (*(*this).rcvr.get()).take().expect("AnySender: completes once")
@@ -548,12 +544,15 @@ where
         // SAFETY: the operation is pinned and lives until it completes; the receiver cell
         // stays in place, so the erased receiver may point at it.
         let this = unsafe { self.get_unchecked_mut() };
-        if let Some(value) = this.ready.get_mut().take() {
-            // A ready value completes at once, as the `just` it was would have.
-            let rcvr = this.rcvr.get_mut().take().expect("AnySender: completes once");
-            return rcvr.set_value(value.take());
-        }
-        let block = this.block.get().expect("AnySender: connected");
+        let block = match this.repr.get_mut() {
+            Some(Repr::Block(block)) => *block,
+            ready => {
+                // A ready value completes at once, as the `just` it was would have.
+                let Some(Repr::Ready(value)) = ready.take() else { panic!("AnySender: started once") };
+                let rcvr = this.rcvr.get_mut().take().expect("AnySender: completes once");
+                return rcvr.set_value(value.take());
+            }
+        };
         let rcvr = AnyReceiver { rcvr: std::ptr::from_ref(this).cast(), vtable: Self::VTABLE };
         // SAFETY: the block holds the unstarted sender; it stays in place until dropped
         // with this operation, after the completion.
