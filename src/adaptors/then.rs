@@ -105,6 +105,7 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     fn env(&self) -> &R::Env {
         self.rcvr.env()
     }
+    #[inline]
     fn set_value(self, value: V) {
         let f = self.f;
         match catch(move || f.call(value)) {

@@ -322,6 +322,7 @@ impl<R: Receiver<(), Infallible>> PoolOp<R> {
     /// # Safety
     ///
     /// `data` points to a live, started `PoolOp<R>`; called once.
+    #[inline]
     unsafe fn run(data: *const ()) {
         let this = data.cast_mut().cast::<PoolOp<R>>();
         // SAFETY: the job's operation is alive until it completes, which is now; nobody
@@ -337,6 +338,7 @@ impl<R: Receiver<(), Infallible>> PoolOp<R> {
 }
 
 impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
+    #[inline]
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: nothing is moved out of the pinned operation; we take its address.
         let this = unsafe { self.get_unchecked_mut() };
