@@ -57,17 +57,10 @@ pub(crate) const MAX_SIZE: usize = CLASSES * GRAIN - HEADER;
 /// a quarter of the spawning thread's time in `malloc` and `free`.
 const LOCAL_BYTES: usize = 16 << 20;
 
-/// The most blocks of each class a thread keeps on its local list (a table, so that the
-/// free path divides nothing).
-const LOCAL_CAPS: [u32; CLASSES] = {
-    let mut caps = [0; CLASSES];
-    let mut class = 0;
-    while class < CLASSES {
-        caps[class] = (LOCAL_BYTES / ((class + 1) * GRAIN)) as u32;
-        class += 1;
-    }
-    caps
-};
+/// The most blocks of `class` a thread keeps on its local list.
+const fn local_cap(class: usize) -> usize {
+    LOCAL_BYTES / ((class + 1) * GRAIN)
+}
 
 /// A free block: the link to the next one lives where the value was.
 struct Free {
@@ -311,7 +304,7 @@ mod cache {
         #[inline]
         unsafe fn keep(&self, block: *mut u8, class: usize) {
             let len = self.lens[class].get();
-            if len >= LOCAL_CAPS[class] {
+            if len as usize >= local_cap(class) {
                 // SAFETY: free and on no list.
                 unsafe { release_block(block) };
                 return;
