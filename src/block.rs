@@ -13,7 +13,7 @@
 //!   up to [`MAX_SIZE`]). Larger or more aligned layouts go to the global allocator
 //!   directly.
 //! - A thread frees its own blocks onto a **local list** per class (plain pointer
-//!   writes; at most [`LOCAL_BYTES`] per class, the rest go back to the allocator).
+//!   writes; at most [`LOCAL_CAP`] per class, the rest go back to the allocator).
 //! - A thread freeing another thread's block pushes it onto the owner's **remote
 //!   stack** (one compare-and-swap). The owner takes the whole stack with one swap when
 //!   its local list of a class runs dry, so a thread that only allocates (the spawning
@@ -49,18 +49,8 @@ const GRAIN: usize = 64;
 const CLASSES: usize = 16;
 /// The largest value size (header excluded) that is recycled.
 pub(crate) const MAX_SIZE: usize = CLASSES * GRAIN - HEADER;
-/// The most bytes of blocks a thread keeps per class on its local list: 16 Ki blocks of
-/// the largest class, 256 Ki of the smallest. A thread that spawns in bursts (`main`
-/// spawning a million jobs) has its blocks freed back to it by the workers in batches
-/// of up to about 10^5; a smaller cap (1024 blocks per class, before) gave most of each
-/// batch back to the allocator and took as many fresh ones from it moments later, about
-/// a quarter of the spawning thread's time in `malloc` and `free`.
-const LOCAL_BYTES: usize = 16 << 20;
-
-/// The most blocks of `class` a thread keeps on its local list.
-const fn local_cap(class: usize) -> usize {
-    LOCAL_BYTES / ((class + 1) * GRAIN)
-}
+/// The most blocks a thread keeps per class on its local list.
+const LOCAL_CAP: usize = 1024;
 
 /// A free block: the link to the next one lives where the value was.
 struct Free {
@@ -304,7 +294,7 @@ mod cache {
         #[inline]
         unsafe fn keep(&self, block: *mut u8, class: usize) {
             let len = self.lens[class].get();
-            if len as usize >= local_cap(class) {
+            if len as usize >= LOCAL_CAP {
                 // SAFETY: free and on no list.
                 unsafe { release_block(block) };
                 return;
