@@ -602,7 +602,13 @@ impl<Op> OpSlot<Op> {
     unsafe fn get(&mut self) -> Pin<&mut Op> {
         debug_assert!(!self.op.is_null(), "awaited: connected");
         // SAFETY: the caller's contract.
-        unsafe { Pin::new_unchecked(&mut *self.op) }
+        unsafe { Pin::new_unchecked(&mut *self.at()) }
+    }
+
+    /// Where the operation is: computed for the room, so that the common inline case does
+    /// not wait on a load of `op`.
+    fn at(&mut self) -> *mut Op {
+        if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { self.op }
     }
 }
 
@@ -614,7 +620,7 @@ impl<Op> Drop for OpSlot<Op> {
         // SAFETY: the operation was written by `connect` and is dropped once, here.
         unsafe {
             if Self::INLINE {
-                ptr::drop_in_place(self.op);
+                ptr::drop_in_place(self.at());
             } else {
                 crate::block::drop_and_free(NonNull::new_unchecked(self.op));
             }
