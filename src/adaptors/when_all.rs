@@ -461,7 +461,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         }
     }
 
-    /// Completes an operation none of whose children was started with `panic`.
+    /// Completes with `panic` an operation none of whose children was started.
     ///
     /// # Safety
     ///
