@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{PanicsInConnect, Sink, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use common::{DropCounter, PanicsInConnect, Sink, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
 use senders::any::AnyReceiver;
 use senders::*;
 use std::convert::Infallible;
@@ -161,27 +161,19 @@ fn an_erased_sender_borrows_locals_under_sync_wait() {
     assert_eq!(sync_wait(erased).unwrap(), Some(6));
 }
 
-/// Counts drops of what the erased sender holds.
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn the_block_is_freed_on_every_path() {
     let drops = Arc::new(AtomicUsize::new(0));
     // Never connected.
-    let c = Counted(drops.clone());
+    let c = DropCounter(drops.clone());
     drop(just(()).then(move |()| drop(c)).boxed());
     assert_eq!(drops.load(Ordering::SeqCst), 1);
     // Connected, never started.
-    let c = Counted(drops.clone());
+    let c = DropCounter(drops.clone());
     drop(just(()).then(move |()| drop(c)).boxed().connect(Sink));
     assert_eq!(drops.load(Ordering::SeqCst), 2);
     // Run to completion.
-    let c = Counted(drops.clone());
+    let c = DropCounter(drops.clone());
     sync_wait(just(()).then(move |()| drop(c)).boxed()).unwrap();
     assert_eq!(drops.load(Ordering::SeqCst), 3);
 }
@@ -191,17 +183,17 @@ fn the_block_is_freed_on_every_path() {
 #[test]
 fn a_ready_value_is_delivered_and_dropped_once_on_every_path() {
     let drops = Arc::new(AtomicUsize::new(0));
-    drop(just(Counted(drops.clone())).boxed());
+    drop(just(DropCounter(drops.clone())).boxed());
     assert_eq!(drops.load(Ordering::SeqCst), 1);
-    drop(just(Counted(drops.clone())).boxed().connect(Sink));
+    drop(just(DropCounter(drops.clone())).boxed().connect(Sink));
     assert_eq!(drops.load(Ordering::SeqCst), 2);
-    let got = sync_wait(just(Counted(drops.clone())).boxed()).unwrap().unwrap();
+    let got = sync_wait(just(DropCounter(drops.clone())).boxed()).unwrap().unwrap();
     assert_eq!(drops.load(Ordering::SeqCst), 2, "the value is handed over, not dropped");
     drop(got);
     assert_eq!(drops.load(Ordering::SeqCst), 3);
     // In a `when_all` on the pool, as the leaves of a recursion are.
     let pool = StaticThreadPool::new(2).unwrap();
-    let both = when_all((just(Counted(drops.clone())).boxed(), just(2u8).boxed())).then(|(c, n)| {
+    let both = when_all((just(DropCounter(drops.clone())).boxed(), just(2u8).boxed())).then(|(c, n)| {
         drop(c);
         n
     });

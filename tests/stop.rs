@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+mod common;
+
+use common::DropCounter;
 use senders::stop::MergedStopSource;
 use senders::*;
 
@@ -80,15 +83,6 @@ fn callback_registered_after_stop_runs_inline() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
     cb.as_mut().register();
     assert_eq!(count.load(Ordering::SeqCst), 1);
-}
-
-/// Counts its drops.
-struct DropCounter(Arc<AtomicUsize>);
-
-impl Drop for DropCounter {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{PanicsInConnect, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use common::{DropCounter, PanicsInConnect, WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
 use senders::domain::NoDomain;
 use senders::schedulers::SingleThreadSender;
 use senders::task::TaskScheduler;
@@ -484,14 +484,6 @@ fn a_panic_in_an_awaited_senders_connect_completes_the_task_with_it() {
     assert_eq!(msg, "connect panicked");
 }
 
-/// Counts its drops.
-struct DropCount(Arc<AtomicUsize>);
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn an_awaited_operation_too_large_for_the_awaits_room_completes_and_drops_once() {
     // `just` of 512 bytes: its operation does not fit the room an await keeps for one, so
@@ -505,7 +497,7 @@ fn an_awaited_operation_too_large_for_the_awaits_room_completes_and_drops_once()
     let ran = Arc::new(AtomicBool::new(false));
     let (d, r) = (drops.clone(), ran.clone());
     let t = T::new(async move {
-        let held = (DropCount(d), [0u64; 64]);
+        let held = (DropCounter(d), [0u64; 64]);
         let mut fut = Box::pin(just(held).then(move |_| r.store(true, Ordering::SeqCst)).into_future());
         let _ = std::future::poll_fn(|cx| {
             let _ = fut.as_mut().poll(cx);

@@ -9,6 +9,7 @@
 //!   stop callback and completes stopped from inside that callback.
 //! - [`panic_message`]: runs a closure that must panic and returns the message.
 //! - [`Meeting`]: a two-party barrier with a timeout.
+//! - [`DropCounter`]: counts its drops.
 
 #![allow(dead_code)]
 
@@ -17,7 +18,7 @@ use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use senders::{
@@ -510,5 +511,14 @@ impl Names {
     /// The names noted so far.
     pub fn get(&self) -> std::collections::HashSet<String> {
         self.0.lock().unwrap().clone()
+    }
+}
+
+/// Counts its drops in the shared counter.
+pub struct DropCounter(pub Arc<AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
