@@ -65,6 +65,26 @@ mod model {
         pub(crate) fn is_empty(&self) -> bool {
             lock(&self.queue).is_empty()
         }
+
+        /// Takes the oldest job, and moves up to half of the rest to `dest`.
+        pub(crate) fn steal_batch_and_pop(&self, dest: &Worker<T>) -> Steal<T> {
+            take_batch(&self.queue, dest)
+        }
+    }
+
+    /// Takes the oldest job of `queue`, and moves up to half of the rest (as crossbeam
+    /// does, bounded) to `dest`.
+    fn take_batch<T>(queue: &Mutex<VecDeque<T>>, dest: &Worker<T>) -> Steal<T> {
+        let mut queue = lock(queue);
+        let Some(first) = queue.pop_front() else { return Steal::Empty };
+        let half = queue.len() / 2;
+        let batch: Vec<T> = queue.drain(..half).collect();
+        drop(queue);
+        let mut own = lock(&dest.queue);
+        for value in batch {
+            own.push_back(value);
+        }
+        Steal::Success(first)
     }
 
     /// The shared FIFO queue for work from outside the pool.
@@ -85,19 +105,9 @@ mod model {
             lock(&self.queue).pop_front().map_or(Steal::Empty, Steal::Success)
         }
 
-        /// Takes the oldest job, and moves up to half of the rest (as crossbeam does,
-        /// bounded) to `dest`.
+        /// Takes the oldest job, and moves up to half of the rest to `dest`.
         pub(crate) fn steal_batch_and_pop(&self, dest: &Worker<T>) -> Steal<T> {
-            let mut queue = lock(&self.queue);
-            let Some(first) = queue.pop_front() else { return Steal::Empty };
-            let half = queue.len() / 2;
-            let batch: Vec<T> = queue.drain(..half).collect();
-            drop(queue);
-            let mut own = lock(&dest.queue);
-            for value in batch {
-                own.push_back(value);
-            }
-            Steal::Success(first)
+            take_batch(&self.queue, dest)
         }
 
         pub(crate) fn is_empty(&self) -> bool {

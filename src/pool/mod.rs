@@ -26,6 +26,7 @@ mod deque;
 mod domain;
 #[cfg(not(loom))]
 mod global;
+mod lane;
 mod refs;
 mod registry;
 mod sleep;

@@ -6,6 +6,7 @@ use std::ptr;
 use crossbeam_utils::CachePadded;
 
 use super::deque::{Injector, Steal, Stealer, Worker};
+use super::lane::{self, LANES, Lane};
 use super::refs::{Refs, RegistryRef};
 use super::sleep::Sleep;
 use crate::schedulers::run_loop::AbortOnUnwind;
@@ -82,10 +83,14 @@ pub(crate) struct Registry {
     terminating: AtomicBool,
     /// Set once every worker has exited; jobs that run afterwards complete stopped.
     exited: AtomicBool,
-    /// Submissions from outside the pool currently between their `terminating` check
-    /// and the end of their push; an exiting worker, and shutdown before draining, wait
-    /// for them.
+    /// Submissions from outside the pool through the injector currently between their
+    /// `terminating` check and the end of their push; an exiting worker, and shutdown
+    /// before draining, wait for them (and for the lanes' `busy` flags).
     submitting: CachePadded<AtomicUsize>,
+    /// Deques of their own for outside threads that submit (`lane.rs`).
+    lanes: Box<[Lane]>,
+    /// This registry's identity for the lanes' thread-local claims.
+    id: u64,
     /// Held by a worker that saw `terminating` while it waits for the submissions in
     /// flight and looks for work a last time.
     exiting: Mutex<()>,
@@ -103,6 +108,8 @@ impl Registry {
             terminating: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             submitting: CachePadded::new(AtomicUsize::new(0)),
+            lanes: (0..LANES).map(|_| Lane::new()).collect(),
+            id: lane::next_id(),
             exiting: Mutex::new(()),
             refs: Refs::new(n),
         }
@@ -126,6 +133,9 @@ impl Registry {
             worker.push_local(job);
             return true;
         }
+        if let Some(lane) = lane::claim(self.id, &self.lanes) {
+            return self.push_lane(lane, job);
+        }
         self.submitting.fetch_add(1, Ordering::SeqCst);
         crate::sync::seq_cst_accesses();
         let accepted = !self.terminating.load(Ordering::SeqCst);
@@ -138,10 +148,45 @@ impl Registry {
         accepted
     }
 
+    /// `push` from an outside thread that holds `lane`: the lane's `busy` flag, which
+    /// only this thread writes, in place of the `submitting` count, and a plain push.
+    /// `busy` is raised before the look at `terminating` and lowered, with release,
+    /// after the push and the wake-up; the light fence between the raise and the look
+    /// pairs with the heavy fence of [`wait_for_submissions`](Self::wait_for_submissions)
+    /// (the argument is in `src/pool/README.md`, *Lanes*).
+    fn push_lane(&self, lane: &Lane, job: JobRef) -> bool {
+        lane.busy.store(true, Ordering::Relaxed);
+        crate::sync::light_fence();
+        let accepted = !self.terminating.load(Ordering::SeqCst);
+        if accepted {
+            // SAFETY: `lane::claim` gave this thread the lane.
+            unsafe { lane.push(job) };
+            self.sleep.wake_one();
+        }
+        // The last touch of the registry by this call.
+        lane.busy.store(false, Ordering::Release);
+        accepted
+    }
+
+    /// Takes the oldest job of a lane that has one, moving part of the rest to `dest`.
+    fn steal_from_lanes(&self, dest: &Worker<JobRef>) -> Option<JobRef> {
+        for lane in &self.lanes {
+            loop {
+                match lane.stealer.steal_batch_and_pop(dest) {
+                    Steal::Success(job) => return Some(job),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
     /// Whether any queue visible to an idle worker holds work, or the pool is stopping.
     fn has_work(&self) -> bool {
         self.terminating.load(Ordering::SeqCst)
             || !self.injector.is_empty()
+            || self.lanes.iter().any(|lane| !lane.stealer.is_empty())
             || self.stealers.iter().any(|s| !s.is_empty())
     }
 
@@ -167,18 +212,32 @@ impl Registry {
         while self.submitting.load(Ordering::SeqCst) != 0 {
             crate::sync::spin_wait();
         }
+        crate::sync::heavy_fence();
+        for lane in &self.lanes {
+            while lane.busy.load(Ordering::Acquire) {
+                crate::sync::spin_wait();
+            }
+        }
     }
 
     /// After the workers have exited: completes what was submitted during shutdown.
     pub(crate) fn drain_after_exit(&self) {
         self.exited.store(true, Ordering::Release);
         self.wait_for_submissions();
-        loop {
-            match self.injector.steal() {
-                Steal::Success(job) => job.execute(None),
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
+        run_stopped(|| self.injector.steal());
+        for lane in &self.lanes {
+            run_stopped(|| lane.stealer.steal());
+        }
+    }
+}
+
+/// Runs every job `steal` takes, until it finds none, as jobs after the workers' exit.
+fn run_stopped(steal: impl Fn() -> Steal<JobRef>) {
+    loop {
+        match steal() {
+            Steal::Success(job) => job.execute(None),
+            Steal::Retry => continue,
+            Steal::Empty => break,
         }
     }
 }
@@ -328,6 +387,9 @@ impl WorkerThread {
                 Steal::Empty => break,
             }
         }
+        if let Some(job) = self.registry.steal_from_lanes(&self.deque) {
+            return Some(job);
+        }
         let n = self.registry.stealers.len();
         let start = self.next_random() % n.max(1);
         let mut retry = true;
@@ -415,13 +477,15 @@ impl WorkerThread {
 #[cfg(all(test, not(loom)))]
 mod tests {
     //! White-box tests of where `Registry::push` and `WorkerThread::push_local` queue a
-    //! job: a worker's own deque when pushed from one of this pool's workers, the shared
-    //! injector otherwise, and nowhere once shutdown began (outside submissions only).
+    //! job: a worker's own deque when pushed from one of this pool's workers, the calling
+    //! thread's lane otherwise (the shared injector once every lane is taken), and
+    //! nowhere once shutdown began (outside submissions only).
     //!
     //! Jobs here must not panic (an unwinding job aborts the process), so they report
     //! what they observed over a channel and the test thread asserts.
 
     use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::AtomicUsize;
     use std::sync::{Arc, mpsc};
     use std::time::Duration;
 
@@ -574,25 +638,55 @@ mod tests {
         );
     }
 
+    /// Jobs queued on the registry's lanes.
+    fn in_lanes(registry: &Registry) -> usize {
+        registry.lanes.iter().map(|lane| lane.stealer.len()).sum()
+    }
+
     #[test]
-    fn push_from_outside_goes_to_the_injector() {
+    fn push_from_outside_goes_to_the_threads_lane() {
         let pool = StaticThreadPool::new(1).unwrap();
         let registry = registry_of(&pool);
         assert!(WorkerThread::current_of(&registry).is_none(), "the test thread is no worker");
         let release = block_worker(&registry);
-        let ran = Arc::new(AtomicBool::new(false));
-        let ran2 = ran.clone();
-        assert!(registry.push(job(move || ran2.store(true, Ordering::SeqCst))));
-        assert_eq!(registry.injector.len(), 1, "an outside push goes to the injector");
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            let ran2 = ran.clone();
+            assert!(registry.push(job(move || _ = ran2.fetch_add(1, Ordering::SeqCst))));
+        }
+        assert_eq!(in_lanes(&registry), 2, "an outside push goes to the thread's lane");
+        assert_eq!(registry.lanes.iter().filter(|lane| !lane.stealer.is_empty()).count(), 1, "one lane");
+        assert_eq!(registry.injector.len(), 0, "not to the injector");
         assert_eq!(registry.stealers[0].len(), 0, "and not to a worker's deque");
-        assert!(!ran.load(Ordering::SeqCst));
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
         drop(release);
         drop(pool);
-        assert!(ran.load(Ordering::SeqCst), "the queued job ran before the pool was dropped");
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "the queued jobs ran before the pool was dropped");
     }
 
     #[test]
-    fn push_from_a_worker_of_another_pool_goes_to_the_injector() {
+    fn outside_threads_beyond_the_lanes_use_the_injector_and_exited_threads_jobs_run() {
+        let pool = StaticThreadPool::new(1).unwrap();
+        let registry = registry_of(&pool);
+        let release = block_worker(&registry);
+        let ran = Arc::new(AtomicUsize::new(0));
+        // One thread after the other, each pushing once and exiting.
+        for _ in 0..LANES + 1 {
+            let (r, ran2) = (registry.clone(), ran.clone());
+            std::thread::spawn(move || assert!(r.push(job(move || _ = ran2.fetch_add(1, Ordering::SeqCst)))))
+                .join()
+                .unwrap();
+        }
+        // The test thread holds a lane too (`block_worker` pushed from it).
+        assert_eq!(in_lanes(&registry), LANES - 1, "one job in each other lane");
+        assert_eq!(registry.injector.len(), 2, "the threads that found no lane used the injector");
+        drop(release);
+        drop(pool);
+        assert_eq!(ran.load(Ordering::SeqCst), LANES + 1, "every job ran, also those of exited threads");
+    }
+
+    #[test]
+    fn push_from_a_worker_of_another_pool_goes_to_a_lane_of_that_pool() {
         let a = StaticThreadPool::new(1).unwrap();
         let b = StaticThreadPool::new(1).unwrap();
         let (ra, rb) = (registry_of(&a), registry_of(&b));
@@ -608,14 +702,14 @@ mod tests {
                 let pushed = rb2.push(job(move || {
                     let _ = ran_tx.send(WorkerThread::current_of(&rb3).is_some());
                 }));
-                (foreign && pushed, w.deque.len(), rb2.injector.len())
+                (foreign && pushed, w.deque.len(), in_lanes(&rb2))
             });
             let _ = tx.send(sent);
         })));
-        let (ok, own_len, injector_len) = rx.recv_timeout(TIMEOUT).expect("job did not run").expect("not on a");
+        let (ok, own_len, lane_len) = rx.recv_timeout(TIMEOUT).expect("job did not run").expect("not on a");
         assert!(ok);
         assert_eq!(own_len, 0, "a push to another pool must not land on this worker's deque");
-        assert_eq!(injector_len, 1, "it goes to the other pool's injector");
+        assert_eq!(lane_len, 1, "it goes to a lane of the other pool");
         drop(release_b);
         assert!(ran_rx.recv_timeout(TIMEOUT).expect("job did not run on b"), "it runs on a worker of b");
     }
