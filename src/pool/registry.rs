@@ -169,8 +169,9 @@ impl Registry {
     }
 
     /// Takes the oldest job of a lane that has one, moving part of the rest to `dest`.
+    /// An empty lane costs two loads (`is_empty`), not a steal's epoch pin.
     fn steal_from_lanes(&self, dest: &Worker<JobRef>) -> Option<JobRef> {
-        for lane in &self.lanes {
+        for lane in self.lanes.iter().filter(|lane| !lane.stealer.is_empty()) {
             loop {
                 match lane.stealer.steal_batch_and_pop(dest) {
                     Steal::Success(job) => return Some(job),
