@@ -468,9 +468,9 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// `this` is the live shared state of a started operation whose children were never
     /// started; called once, instead of any other completion.
     unsafe fn fail_unstarted(this: *const Self, panic: Panic) {
-        // SAFETY: the caller's contract: no child holds or releases a count, so the
-        // completion is ours (a forwarder linked by a child's `connect` only adds to the
-        // count and takes back what it added; `complete` waits for it).
+        // A forwarder linked by a child's `connect` only adds to the count and takes back
+        // what it added, and `complete` waits for it.
+        // SAFETY: the caller's contract: no child holds a count, the completion is ours.
         unsafe {
             (*this).fail(Some(Failure::Panic(panic)));
             Self::complete(this)

@@ -14,8 +14,7 @@
 //! on its submissions are a push on the lane's deque, with no locked instruction: the
 //! owner's push on a crossbeam deque is plain stores, and the lane's own `busy` flag,
 //! which only the owner writes, stands in for the shared `submitting` count (see
-//! [`Registry::push`](super::registry::Registry) and `src/pool/README.md`,
-//! *Lanes*). The workers steal from the lanes after the injector, and look at them
+//! `Registry::push_lane` and `src/pool/README.md`, *Lanes*). The workers steal from the lanes after the injector, and look at them
 //! before they sleep and before they exit. A thread that finds every lane taken, or
 //! that holds a lane of another pool, submits through the injector as before.
 

@@ -171,16 +171,10 @@ impl Registry {
     /// Takes the oldest job of a lane that has one, moving part of the rest to `dest`.
     /// An empty lane costs two loads (`is_empty`), not a steal's epoch pin.
     fn steal_from_lanes(&self, dest: &Worker<JobRef>) -> Option<JobRef> {
-        for lane in self.lanes.iter().filter(|lane| !lane.stealer.is_empty()) {
-            loop {
-                match lane.stealer.steal_batch_and_pop(dest) {
-                    Steal::Success(job) => return Some(job),
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
-                }
-            }
-        }
-        None
+        self.lanes
+            .iter()
+            .filter(|lane| !lane.stealer.is_empty())
+            .find_map(|lane| steal_retrying(|| lane.stealer.steal_batch_and_pop(dest)))
     }
 
     /// Whether any queue visible to an idle worker holds work, or the pool is stopping.
@@ -234,11 +228,18 @@ impl Registry {
 
 /// Runs every job `steal` takes, until it finds none, as jobs after the workers' exit.
 fn run_stopped(steal: impl Fn() -> Steal<JobRef>) {
+    while let Some(job) = steal_retrying(&steal) {
+        job.execute(None);
+    }
+}
+
+/// What `steal` takes, retrying while it loses a race; `None` once the queue is empty.
+fn steal_retrying(steal: impl Fn() -> Steal<JobRef>) -> Option<JobRef> {
     loop {
         match steal() {
-            Steal::Success(job) => job.execute(None),
+            Steal::Success(job) => return Some(job),
             Steal::Retry => continue,
-            Steal::Empty => break,
+            Steal::Empty => return None,
         }
     }
 }
@@ -381,12 +382,8 @@ impl WorkerThread {
         if let Some(job) = self.deque.pop() {
             return Some(job);
         }
-        loop {
-            match self.registry.injector.steal_batch_and_pop(&self.deque) {
-                Steal::Success(job) => return Some(job),
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
+        if let Some(job) = steal_retrying(|| self.registry.injector.steal_batch_and_pop(&self.deque)) {
+            return Some(job);
         }
         if let Some(job) = self.registry.steal_from_lanes(&self.deque) {
             return Some(job);
