@@ -39,6 +39,9 @@ pub(crate) const RELEASED: u64 = 1 << 36;
 /// `state.rs`, and a wrap-around is still memory-safe).
 const GEN_SHIFT: u32 = 37;
 const FLAG_MASK: u64 = USED | CLOSED | JOINING | JOINED | RELEASED;
+/// How many associations a thread without a shard reserves in the root at once: it
+/// keeps the rest as credits in the spare word (see [`Counter::spare`]).
+const BATCH: u64 = if cfg!(loom) { 3 } else { 64 };
 
 /// Where an association was counted, so that its end is counted there too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +109,14 @@ pub enum ScopeState {
 /// The counter of one scope. `shards` is empty in single-atomic mode.
 pub(crate) struct Counter {
     root: CachePadded<AtomicU64>,
+    /// Credits of the threads without a shard: associations already counted in the root
+    /// but not handed out yet, with the root's generation and a `CLOSED` mark, in the
+    /// root's layout. Such a thread reserves [`BATCH`] associations in the root with one
+    /// compare-exchange and takes the rest from here, a word the pool's workers never
+    /// write, so that a thread spawning from outside the pool does not fetch the root's
+    /// line back from the workers (who decrement it) on every spawn. `close` marks it, a
+    /// join gives its credits back to the root, so the count can reach zero.
+    spare: CachePadded<AtomicU64>,
     shards: Box<[CachePadded<AtomicUsize>]>,
     waiters: Mutex<Vec<Waiter>>,
 }
@@ -115,6 +126,7 @@ impl Counter {
     pub(crate) fn new(shards: usize) -> Self {
         Counter {
             root: CachePadded::new(AtomicU64::new(0)),
+            spare: CachePadded::new(AtomicU64::new(0)),
             shards: (0..shards).map(|_| CachePadded::new(AtomicUsize::new(0))).collect(),
             waiters: Mutex::new(Vec::new()),
         }
@@ -136,7 +148,10 @@ impl Counter {
     #[inline]
     pub(crate) fn try_associate(&self, generation: u64, slot: Option<usize>) -> Option<Home> {
         let Some(shard) = slot.and_then(|s| self.shards.get(s)) else {
-            return self.root_try_add(generation).then_some(Home::Root);
+            // Single-atomic mode counts everything on the root, as it says.
+            let added =
+                if self.shards.is_empty() { self.root_try_add(generation) } else { self.outside_try_add(generation) };
+            return added.then_some(Home::Root);
         };
         let index = slot.unwrap_or_default();
         // Only this thread increments this shard, and nothing decrements it below the
@@ -172,10 +187,10 @@ impl Counter {
     #[inline]
     pub(crate) fn dissociate(&self, home: Home) {
         match home {
-            Home::Root => self.root_sub(),
+            Home::Root => self.root_sub(1),
             Home::Shard(i) => {
                 if self.shards[i].fetch_sub(1, Ordering::AcqRel) == 1 {
-                    self.root_sub();
+                    self.root_sub(1);
                 }
             }
         }
@@ -183,26 +198,108 @@ impl Counter {
 
     /// Adds one to the root count if the scope is open and of `generation`; marks it used.
     fn root_try_add(&self, generation: u64) -> bool {
+        self.root_try_reserve(generation, 1) == Some(1)
+    }
+
+    /// Adds up to `most` (at least one) to the root count if the scope is open and of
+    /// `generation`, and marks it used; returns how many. Only one while a join waits,
+    /// so that no credits are made that the join would have to take back.
+    fn root_try_reserve(&self, generation: u64, most: u64) -> Option<u64> {
         let mut old = self.root.load(Ordering::Relaxed);
         loop {
             if old & (CLOSED | JOINED) != 0 || old >> GEN_SHIFT != generation {
-                return false;
+                return None;
             }
-            assert!(old & COUNT_MASK < COUNT_MASK, "senders: scope association count overflow");
-            match self.root.compare_exchange_weak(old, (old + 1) | USED, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return true,
+            let count = old & COUNT_MASK;
+            assert!(count < COUNT_MASK, "senders: scope association count overflow");
+            let n = if old & JOINING != 0 { 1 } else { most.min(COUNT_MASK - count) };
+            match self.root.compare_exchange_weak(old, (old + n) | USED, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(n),
                 Err(now) => old = now,
             }
         }
     }
 
-    /// Subtracts one from the root count. If that reaches zero while a join waits, the
+    /// The association of a thread without a shard: a credit from the spare word, or,
+    /// when there is none, a new batch reserved in the root (whose first association is
+    /// this one).
+    ///
+    /// A credit is an association the root already counts, so taking one needs no check
+    /// of the root: the scope cannot be joined while the credit is counted, `close` marks
+    /// the spare word before it returns, and the generation is checked in the spare word
+    /// itself. (An association racing `close` may succeed by a credit after another one
+    /// failed on the root; either way it is counted, and none succeeds once `close` has
+    /// returned.)
+    fn outside_try_add(&self, generation: u64) -> bool {
+        let mut spare = self.spare.load(Ordering::Relaxed);
+        loop {
+            if spare & CLOSED != 0 || spare >> GEN_SHIFT != generation {
+                return false;
+            }
+            if spare & COUNT_MASK == 0 {
+                return self.refill(generation);
+            }
+            match self.spare.compare_exchange_weak(spare, spare - 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => spare = now,
+            }
+        }
+    }
+
+    /// Reserves a batch in the root and puts all but one (this association) in the spare
+    /// word.
+    #[cold]
+    fn refill(&self, generation: u64) -> bool {
+        let Some(n) = self.root_try_reserve(generation, BATCH) else {
+            return false;
+        };
+        let credits = n - 1;
+        if credits == 0 {
+            return true;
+        }
+        // The association counted by the reservation keeps the scope from being joined
+        // (and so recycled), so the spare word is of this generation; `close` may have
+        // marked it since the reservation.
+        let published = self
+            .spare
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |spare| (spare & CLOSED == 0).then_some(spare + credits))
+            .is_ok();
+        if !published {
+            self.root_sub(credits);
+            return true;
+        }
+        // A join whose read-modify-write of the root came after the reservation may have
+        // taken the spare word's credits back before they were published here. Either its
+        // taking comes after this publication in the spare word's order (and it took
+        // these credits too), or it synchronized with this publication, so this load sees
+        // `JOINING`: then give the credits back here (whoever takes them first does).
+        // (`close` needs no such check: its mark makes the publication fail.)
+        if self.root.load(Ordering::Acquire) & JOINING != 0 {
+            self.take_back_credits(false);
+        }
+        true
+    }
+
+    /// Takes every credit out of the spare word and subtracts them from the root (the
+    /// subtraction may be the one that joins the scope); with `close`, also marks the
+    /// word so that no credit is taken or published again.
+    fn take_back_credits(&self, close: bool) {
+        let mark = if close { CLOSED } else { 0 };
+        // AcqRel: see `refill` for the pairing with a publication.
+        let (Ok(old) | Err(old)) =
+            self.spare.fetch_update(Ordering::AcqRel, Ordering::Acquire, |spare| Some((spare & !COUNT_MASK) | mark));
+        if old & COUNT_MASK != 0 {
+            self.root_sub(old & COUNT_MASK);
+        }
+    }
+
+    /// Subtracts `n` from the root count. If that reaches zero while a join waits, the
     /// same step sets `JOINED`, and this thread then hands the waiters their notice.
-    fn root_sub(&self) {
+    fn root_sub(&self, n: u64) {
         let mut old = self.root.load(Ordering::Relaxed);
         loop {
-            debug_assert!(old & COUNT_MASK > 0, "scope count underflow");
-            let mut new = old - 1;
+            debug_assert!(old & COUNT_MASK >= n, "scope count underflow");
+            let mut new = old - n;
             if new & COUNT_MASK == 0 && old & JOINING != 0 {
                 new |= JOINED | CLOSED;
             }
@@ -234,13 +331,31 @@ impl Counter {
         }
     }
 
-    /// Closes the scope to new associations (linearized at this read-modify-write).
+    /// Closes the scope to new associations: on the root first (the shards' path checks
+    /// it there), then on the spare word, whose credits go back to the root. Every
+    /// association that starts after this returns fails.
     pub(crate) fn close(&self) {
         self.root.fetch_or(CLOSED, Ordering::AcqRel);
+        self.take_back_credits(true);
     }
 
     /// Starts a join: completes now if the count is zero, else queues `waiter`.
+    ///
+    /// Unused credits are given back first, so that a scope with no association alive
+    /// joins here and now; and again once `JOINING` is set, in case a batch reserved
+    /// before that was published after the first time (`refill` explains why one of the
+    /// two sides sees the other). The second time may join the scope and notify
+    /// `waiter` before this returns `Pending`.
     pub(crate) fn start_join(&self, waiter: Waiter) -> JoinStart {
+        self.take_back_credits(false);
+        let start = self.start_join_on_root(waiter);
+        if start == JoinStart::Pending {
+            self.take_back_credits(false);
+        }
+        start
+    }
+
+    fn start_join_on_root(&self, waiter: Waiter) -> JoinStart {
         let mut list = lock(&self.waiters);
         let mut old = self.root.load(Ordering::Acquire);
         loop {
@@ -287,8 +402,16 @@ impl Counter {
         debug_assert!(self.droppable());
         let generation = ((old >> GEN_SHIFT) + 1) & ((1 << (64 - GEN_SHIFT)) - 1);
         // A stale `root_try_add` compares against the old word and fails; a stale shard
-        // increment is undone by its own thread.
+        // increment is undone by its own thread. The spare word holds no credit (the
+        // count is zero); a stale credit taker fails on its generation.
         self.root.store(generation << GEN_SHIFT, Ordering::Release);
+        self.spare.store(generation << GEN_SHIFT, Ordering::Release);
+    }
+
+    /// The credits in the spare word, for tests.
+    #[cfg(test)]
+    pub(crate) fn debug_credits(&self) -> u64 {
+        self.spare.load(Ordering::Acquire) & COUNT_MASK
     }
 
     /// Sum of the shards and the root's outside count, for tests (not a snapshot).
@@ -338,15 +461,61 @@ mod tests {
     }
 
     #[test]
-    fn threads_without_a_shard_and_the_single_atomic_count_on_the_root() {
-        for (c, slot) in [(Counter::new(2), None), (Counter::new(0), Some(0)), (Counter::new(1), Some(5))] {
+    fn the_single_atomic_counts_every_association_on_the_root() {
+        let c = Counter::new(0);
+        let g = c.generation();
+        let a = c.try_associate(g, Some(0)).unwrap();
+        assert_eq!(a, Home::Root);
+        assert_eq!((c.debug_counts().0, c.debug_credits()), (1, 0));
+        c.dissociate(a);
+        assert_eq!(c.debug_counts().0, 0);
+    }
+
+    #[test]
+    fn threads_without_a_shard_reserve_a_batch_on_the_root_and_take_credits_from_it() {
+        for slot in [None, Some(5)] {
+            let c = Counter::new(1);
             let g = c.generation();
             let a = c.try_associate(g, slot).unwrap();
             assert_eq!(a, Home::Root);
-            assert_eq!(c.debug_counts().0, 1);
-            c.dissociate(a);
-            assert_eq!(c.debug_counts().0, 0);
+            assert_eq!((c.debug_counts().0, c.debug_credits()), (BATCH, BATCH - 1), "one batch reserved");
+            let more: Vec<Home> = (1..BATCH).map(|_| c.try_associate(g, slot).unwrap()).collect();
+            assert_eq!((c.debug_counts().0, c.debug_credits()), (BATCH, 0), "credits taken, root untouched");
+            let next = c.try_associate(g, slot).unwrap();
+            assert_eq!((c.debug_counts().0, c.debug_credits()), (2 * BATCH, BATCH - 1), "the next batch");
+            for home in more.into_iter().chain([a, next]) {
+                c.dissociate(home);
+            }
+            assert_eq!(c.debug_counts().0, BATCH - 1, "the unused credits");
+            unsafe fn never(_: *const ()) {
+                unreachable!("no association is alive: the join completes inline")
+            }
+            // SAFETY: the waiter is never stored (the join completes inline).
+            assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+            assert_eq!((c.debug_counts().0, c.debug_credits()), (0, 0), "the join took the credits back");
+            assert!(c.try_associate(g, slot).is_none(), "joined");
         }
+    }
+
+    #[test]
+    fn close_takes_the_credits_back_and_refuses_later_associations() {
+        let c = Counter::new(1);
+        let g = c.generation();
+        let a = c.try_associate(g, None).unwrap();
+        c.close();
+        assert_eq!((c.debug_counts().0, c.debug_credits()), (1, 0));
+        assert!(c.try_associate(g, None).is_none(), "no credit is handed out after close");
+        assert_eq!(c.state(), ScopeState::Closed);
+        c.dissociate(a);
+        assert_eq!(c.debug_counts().0, 0);
+        unsafe fn never(_: *const ()) {
+            unreachable!("the count is zero: the join completes inline")
+        }
+        // SAFETY: the waiter is never stored (the join completes inline).
+        assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+        c.recycle();
+        let g = c.generation();
+        assert!(c.try_associate(g, None).is_some(), "a recycled counter is open again");
     }
 
     #[test]
@@ -487,6 +656,72 @@ mod loom_tests {
             }
             assert_eq!(st.0.load(Ordering::Acquire), 1);
             assert_eq!(c.state(), ScopeState::Joined);
+        });
+    }
+
+    /// Credits against the join: the outside thread already reserved a batch (so it
+    /// holds credits), ends its first association and takes a credit while the join
+    /// starts; then, the credits used up, it reserves a second batch, whose
+    /// publication races the join's taking back of credits. Whatever the order, the
+    /// join completes exactly once, never with an association alive, and no credit is
+    /// left in the count.
+    #[test]
+    fn credits_and_a_new_batch_racing_the_join_are_all_given_back() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(1));
+            let st = Arc::new((Flag::new(0), Flag::new(0)));
+            let g = c.generation();
+            let first = c.try_associate(g, None).unwrap();
+            st.1.fetch_add(1, Ordering::AcqRel);
+            let (c1, st1) = (c.clone(), st.clone());
+            let outside = thread::spawn(move || {
+                st1.1.fetch_sub(1, Ordering::AcqRel);
+                c1.dissociate(first);
+                // Every credit of the first batch, then one more: a new batch.
+                for _ in 0..BATCH {
+                    let Some(home) = c1.try_associate(g, None) else { break };
+                    st1.1.fetch_add(1, Ordering::AcqRel);
+                    st1.1.fetch_sub(1, Ordering::AcqRel);
+                    c1.dissociate(home);
+                }
+            });
+            let inline = join_done(&c, &st);
+            outside.join().unwrap();
+            assert_eq!(usize::from(inline) + st.0.load(Ordering::Acquire), 1, "the join completes exactly once");
+            assert_eq!(c.state(), ScopeState::Joined);
+            assert_eq!((c.debug_counts().0, c.debug_credits()), (0, 0));
+        });
+    }
+
+    /// Credits against `close`: once `close` returns, no credit is handed out, and the
+    /// credits it took back (or the ones a racing batch published) leave the count.
+    #[test]
+    fn close_racing_credits_and_a_new_batch_leaves_no_credit_behind() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(1));
+            let g = c.generation();
+            let first = c.try_associate(g, None).unwrap();
+            let c1 = c.clone();
+            let outside = thread::spawn(move || {
+                let mut homes = vec![first];
+                for _ in 0..BATCH {
+                    match c1.try_associate(g, None) {
+                        Some(home) => homes.push(home),
+                        None => break,
+                    }
+                }
+                homes
+            });
+            c.close();
+            assert!(c.try_associate(g, None).is_none(), "closed");
+            let homes = outside.join().unwrap();
+            assert_eq!(c.debug_credits(), 0);
+            assert_eq!(c.debug_counts().0, homes.len() as u64, "the count is exactly the live associations");
+            for home in homes {
+                c.dissociate(home);
+            }
+            let st = Arc::new((Flag::new(0), Flag::new(0)));
+            assert!(join_done(&c, &st));
         });
     }
 

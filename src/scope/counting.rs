@@ -22,11 +22,13 @@ use super::token::{Association, ScopeLifetime, ScopeToken};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CounterKind {
     /// One cache-padded shard per pool worker under a root word (the default). A worker
-    /// counts on its own shard; other threads count on the root.
+    /// counts on its own shard; other threads count on the root, in batches: one
+    /// update of the root reserves several associations, which they then take from a
+    /// word of their own.
     #[default]
     Sharded,
-    /// One shared atomic word for everything: the baseline, and what every thread
-    /// outside a pool uses anyway.
+    /// One shared atomic word for everything, every association and every end of one
+    /// updating it: the baseline.
     SingleAtomic,
 }
 
