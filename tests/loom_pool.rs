@@ -99,8 +99,9 @@ mod whole_pool {
     /// (C) Another thread requests stop on the scope, or closes it, while this thread
     /// spawns and joins. A job the scope took completes exactly once, run or stopped;
     /// the join returns once it has; a refused spawn runs nothing. One spawn, and the
-    /// stop and the close in separate models: together they take about 30 s at two
-    /// preemptions, with two spawns about 90 s.
+    /// stop and the close in separate models: together they take about 180 s at two
+    /// preemptions (the outside spawn reserves a batch of credits and the join and
+    /// `close` take them back, three more atomic steps than a plain root count).
     fn scope_call_racing_a_spawn_and_the_join(call: fn(&CountingScope)) {
         loom::model(move || {
             let pool = StaticThreadPool::new(2).unwrap();

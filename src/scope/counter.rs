@@ -347,7 +347,11 @@ impl Counter {
     /// two sides sees the other). The second time may join the scope and notify
     /// `waiter` before this returns `Pending`.
     pub(crate) fn start_join(&self, waiter: Waiter) -> JoinStart {
-        self.take_back_credits(false);
+        // The first time only if there are credits: it is an optimization, the second
+        // time is what the argument needs (and so is a read-modify-write).
+        if self.spare.load(Ordering::Relaxed) & COUNT_MASK != 0 {
+            self.take_back_credits(false);
+        }
         let start = self.start_join_on_root(waiter);
         if start == JoinStart::Pending {
             self.take_back_credits(false);
