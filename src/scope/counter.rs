@@ -148,10 +148,7 @@ impl Counter {
     #[inline]
     pub(crate) fn try_associate(&self, generation: u64, slot: Option<usize>) -> Option<Home> {
         let Some(shard) = slot.and_then(|s| self.shards.get(s)) else {
-            // Single-atomic mode counts everything on the root, as it says.
-            let added =
-                if self.shards.is_empty() { self.root_try_add(generation) } else { self.outside_try_add(generation) };
-            return added.then_some(Home::Root);
+            return self.associate_without_shard(generation).then_some(Home::Root);
         };
         let index = slot.unwrap_or_default();
         // Only this thread increments this shard, and nothing decrements it below the
@@ -194,6 +191,14 @@ impl Counter {
                 }
             }
         }
+    }
+
+    /// The association of a thread without a shard (or of any thread in single-atomic
+    /// mode, which counts everything on the root, as it says). Out of line, so that the
+    /// workers' path, inlined into every spawn, stays small.
+    #[inline(never)]
+    fn associate_without_shard(&self, generation: u64) -> bool {
+        if self.shards.is_empty() { self.root_try_add(generation) } else { self.outside_try_add(generation) }
     }
 
     /// Adds one to the root count if the scope is open and of `generation`; marks it used.
