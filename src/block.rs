@@ -14,8 +14,13 @@
 //!   directly.
 //! - A thread frees its own blocks onto a **local list** per class (plain pointer
 //!   writes; at most [`LOCAL_CAP`] per class, the rest go back to the allocator).
-//! - A thread freeing another thread's block pushes it onto the owner's **remote
-//!   stack** of its class (one compare-and-swap). The owner takes the whole stack of a
+//! - A thread freeing another thread's block links it onto its **outgoing chain**, and
+//!   pushes the chain onto the owner's **remote stack** of its class with one
+//!   compare-and-swap once it holds [`OUT_BATCH`] blocks, or when a block of another
+//!   owner or class comes, or when the thread exits. (Two workers completing the work a
+//!   thread spawns from outside the pool otherwise contend on that stack for every
+//!   block.) At most `OUT_BATCH - 1` blocks per thread so wait to go home; the owner
+//!   makes new ones meanwhile if it runs dry. The owner takes the whole stack of a
 //!   class with one swap when its local list of that class runs dry, and makes it its
 //!   local list as it is, so a thread that only allocates (the spawning `main`) pays one
 //!   atomic operation per batch instead of one per block, and touches each block only
@@ -60,6 +65,8 @@ const CLASSES: usize = 16;
 pub(crate) const MAX_SIZE: usize = CLASSES * GRAIN - HEADER;
 /// The most blocks a thread keeps per class on its local list.
 const LOCAL_CAP: usize = 1024;
+/// The most blocks of another thread's that a thread holds before sending them home.
+const OUT_BATCH: u32 = 32;
 
 /// A free block: the link to the next one lives where the value was.
 struct Free {
@@ -77,20 +84,23 @@ impl Remote {
         Remote { heads: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())) }
     }
 
-    /// Pushes a free block of `class` (from any thread).
+    /// Pushes a chain of free blocks of `class`, linked from `first` to `last` (from any
+    /// thread).
     ///
     /// # Safety
     ///
-    /// `block` is a free block of `class`, owned by the caller, handed over here.
-    unsafe fn push(&self, block: *mut Free, class: usize) {
+    /// The blocks from `first` to `last` are free blocks of `class`, owned by the caller
+    /// and linked through `next` (which `last`'s link is overwritten here), handed over
+    /// here.
+    unsafe fn push(&self, first: *mut Free, last: *mut Free, class: usize) {
         let head_of_class = &self.heads[class];
         let mut head = head_of_class.load(Ordering::Relaxed);
         loop {
-            // SAFETY: the block is ours until the exchange publishes it.
-            unsafe { (*block).next = head };
-            // Release: the owner that takes the stack sees the link (and that the
-            // block's last user is done with it).
-            match head_of_class.compare_exchange_weak(head, block, Ordering::Release, Ordering::Relaxed) {
+            // SAFETY: the chain is ours until the exchange publishes it.
+            unsafe { (*last).next = head };
+            // Release: the owner that takes the stack sees the links (and that the
+            // blocks' last users are done with them).
+            match head_of_class.compare_exchange_weak(head, first, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
@@ -262,6 +272,13 @@ mod cache {
         remote: Cell<*const Remote>,
         lists: [Cell<*mut Free>; CLASSES],
         lens: [Cell<u32>; CLASSES],
+        /// The outgoing chain: free blocks of `out_owner`'s, of class `out_class`, linked
+        /// from `out_first` to `out_last`; `out_len` of them (none: `out_first` null).
+        out_owner: Cell<*const Remote>,
+        out_class: Cell<usize>,
+        out_first: Cell<*mut Free>,
+        out_last: Cell<*mut Free>,
+        out_len: Cell<u32>,
     }
 
     impl Cache {
@@ -270,6 +287,50 @@ mod cache {
                 remote: Cell::new(ptr::null()),
                 lists: [const { Cell::new(ptr::null_mut()) }; CLASSES],
                 lens: [const { Cell::new(0) }; CLASSES],
+                out_owner: Cell::new(ptr::null()),
+                out_class: Cell::new(0),
+                out_first: Cell::new(ptr::null_mut()),
+                out_last: Cell::new(ptr::null_mut()),
+                out_len: Cell::new(0),
+            }
+        }
+
+        /// Adds a free block of another thread's to the outgoing chain, sending the chain
+        /// home first if it holds blocks of another owner or class, and after if it is
+        /// full.
+        ///
+        /// # Safety
+        ///
+        /// `free` is the link of a free block of `class` owned by `owner` (not null, not
+        /// this thread's `Remote`), handed over here.
+        #[inline]
+        unsafe fn send(&self, owner: *const Remote, class: usize, free: *mut Free) {
+            let first = self.out_first.get();
+            if first.is_null() || !ptr::eq(self.out_owner.get(), owner) || self.out_class.get() != class {
+                self.flush();
+                self.out_owner.set(owner);
+                self.out_class.set(class);
+                self.out_last.set(free);
+                self.out_len.set(0);
+            } else {
+                // SAFETY: the block is free and ours until sent.
+                unsafe { (*free).next = first };
+            }
+            self.out_first.set(free);
+            let len = self.out_len.get() + 1;
+            self.out_len.set(len);
+            if len >= OUT_BATCH {
+                self.flush();
+            }
+        }
+
+        /// Sends the outgoing chain home, if there is one.
+        fn flush(&self) {
+            let first = self.out_first.replace(ptr::null_mut());
+            if !first.is_null() {
+                // SAFETY: the chain holds free blocks of `out_owner`'s of `out_class`,
+                // linked from `first` to `out_last`; `Remote`s are never freed.
+                unsafe { (*self.out_owner.get()).push(first, self.out_last.get(), self.out_class.get()) };
             }
         }
 
@@ -326,6 +387,7 @@ mod cache {
 
     impl Drop for Cache {
         fn drop(&mut self) {
+            self.flush();
             if self.remote.get().is_null() {
                 // Never allocated a block: nothing is ours.
                 return;
@@ -396,7 +458,7 @@ mod cache {
     pub(super) unsafe fn free(block: *mut u8) {
         // SAFETY: the header is intact.
         let Header { owner, class } = unsafe { block.cast::<Header>().read() };
-        let mine = CACHE.try_with(|c| {
+        let taken = CACHE.try_with(|c| {
             // A block with no owner is never ours, even before this thread has a `Remote`.
             if !owner.is_null() && ptr::eq(c.remote.get(), owner) {
                 // SAFETY: ours, free.
@@ -406,15 +468,33 @@ mod cache {
                 false
             }
         });
-        if mine == Ok(true) {
-            return;
+        if taken != Ok(true) {
+            // SAFETY: forwarded: not this thread's block.
+            unsafe { free_elsewhere(block, owner, class, taken.is_ok()) }
         }
+    }
+
+    /// `free` of a block that is not this thread's: back to the allocator if it has no
+    /// owner, else onto the outgoing chain, or (`cache` false: this thread's cache is
+    /// gone, in its own exit) straight home.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a free block of `class` owned by `owner`, not this thread's, handed
+    /// over here.
+    #[inline(never)]
+    unsafe fn free_elsewhere(block: *mut u8, owner: *const Remote, class: usize, cache: bool) {
+        let free = link(block);
         if owner.is_null() {
             // SAFETY: free, on no list.
             unsafe { release_block(block) };
+        } else if cache {
+            // SAFETY: another thread's (the owner is not null), free, handed over; the
+            // cache is alive (this runs on the thread that just used it).
+            CACHE.with(|c| unsafe { c.send(owner, class, free) });
         } else {
             // SAFETY: `Remote`s are never freed; the block is handed over.
-            unsafe { (*owner).push(link(block), class) };
+            unsafe { (*owner).push(free, free, class) };
         }
     }
 }
@@ -475,6 +555,59 @@ mod tests {
         assert_eq!(reused, 100, "every block came back through the remote stack");
     }
 
+    /// A thread freeing blocks of two owners and two classes, interleaved, sends every
+    /// one home: each owner reuses all of its blocks once that thread has exited.
+    #[test]
+    fn blocks_of_several_owners_and_classes_freed_interleaved_all_go_home() {
+        fn allocate() -> (Vec<usize>, Vec<usize>) {
+            let small = (0..40).map(|i| new([i as u64; 2]).as_ptr().addr()).collect();
+            let large = (0..40).map(|i| new([i as u64; 20]).as_ptr().addr()).collect();
+            (small, large)
+        }
+        fn reused((small, large): &(Vec<usize>, Vec<usize>)) -> usize {
+            let again_small: Vec<_> = (0..40).map(|_| new([0u64; 2])).collect();
+            let again_large: Vec<_> = (0..40).map(|_| new([0u64; 20])).collect();
+            let n = again_small.iter().filter(|b| small.contains(&b.as_ptr().addr())).count()
+                + again_large.iter().filter(|b| large.contains(&b.as_ptr().addr())).count();
+            for b in again_small {
+                // SAFETY: from `new`, `Copy` contents, freed once.
+                unsafe { free(b) };
+            }
+            for b in again_large {
+                // SAFETY: as above.
+                unsafe { free(b) };
+            }
+            n
+        }
+        let ours = allocate();
+        let (tx, rx) = mpsc::channel();
+        let (go, wait) = mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let theirs = allocate();
+            tx.send(theirs.clone()).unwrap();
+            wait.recv().unwrap();
+            reused(&theirs)
+        });
+        let theirs = rx.recv().unwrap();
+        let (a, b) = (ours.clone(), theirs.clone());
+        std::thread::spawn(move || {
+            for i in 0..40 {
+                // SAFETY: each block is freed once; `Copy` contents.
+                unsafe {
+                    free(NonNull::new(a.0[i] as *mut [u64; 2]).unwrap());
+                    free(NonNull::new(b.1[i] as *mut [u64; 20]).unwrap());
+                    free(NonNull::new(b.0[i] as *mut [u64; 2]).unwrap());
+                    free(NonNull::new(a.1[i] as *mut [u64; 20]).unwrap());
+                }
+            }
+        })
+        .join()
+        .unwrap();
+        go.send(()).unwrap();
+        assert_eq!(reused(&ours), 80, "every block of ours came home");
+        assert_eq!(other.join().unwrap(), 80, "every block of the other owner's came home");
+    }
+
     #[test]
     fn large_and_aligned_values_use_the_global_allocator_and_keep_their_contents() {
         #[repr(align(64))]
@@ -525,8 +658,9 @@ mod tests {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! The remote stack: pushes from two threads against the owner taking it; every
-    //! block is taken exactly once, with its link intact.
+    //! The remote stack: pushes of a chain and of a single block from two threads
+    //! against the owner taking it; every block is taken exactly once, with its link
+    //! intact.
     use super::*;
     use loom::sync::Arc;
 
@@ -535,14 +669,18 @@ mod loom_tests {
         loom::model(|| {
             let remote = Arc::new(Remote::new());
             let blocks: Vec<usize> =
-                (0..2).map(|_| Box::into_raw(Box::new(Free { next: ptr::null_mut() })).addr()).collect();
-            let pushers: Vec<_> = blocks
-                .iter()
-                .map(|&b| {
+                (0..3).map(|_| Box::into_raw(Box::new(Free { next: ptr::null_mut() })).addr()).collect();
+            // The first pusher sends a chain of two (as an outgoing chain), the second one
+            // block.
+            // SAFETY: the blocks are ours until pushed.
+            unsafe { (*(blocks[0] as *mut Free)).next = blocks[1] as *mut Free };
+            let pushers: Vec<_> = [(blocks[0], blocks[1]), (blocks[2], blocks[2])]
+                .into_iter()
+                .map(|(first, last)| {
                     let r = remote.clone();
                     loom::thread::spawn(move || {
-                        // SAFETY: each block is pushed once, by its only holder.
-                        unsafe { r.push(b as *mut Free, 0) };
+                        // SAFETY: each chain is pushed once, by its only holder.
+                        unsafe { r.push(first as *mut Free, last as *mut Free, 0) };
                     })
                 })
                 .collect();
