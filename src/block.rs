@@ -383,9 +383,11 @@ mod cache {
             let next = unsafe { (*head).next };
             self.lists[class].set(next);
             prefetch(next);
-            // Saturating: blocks taken back from the remote stack are on the list
-            // without being counted.
-            self.lens[class].set(self.lens[class].get().saturating_sub(1));
+            // Wrapping: a batch taken back may hold more blocks than its count said (a
+            // push that had not added its count yet); then `keep` sees a huge length and
+            // gives this thread's own frees back to the allocator until the next batch
+            // sets the length again. Slower for a while, never unbounded.
+            self.lens[class].set(self.lens[class].get().wrapping_sub(1));
             Some(block_of(head))
         }
 
