@@ -453,6 +453,15 @@ mod tests {
     //! White-box checks of the counter: which word each path touches.
     use super::*;
 
+    /// Joins `c`, which must have no association alive: the join completes inline.
+    fn join_inline(c: &Counter) {
+        unsafe fn never(_: *const ()) {
+            unreachable!("no association is alive: the join completes inline")
+        }
+        // SAFETY: the waiter is never stored (the join completes inline).
+        assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+    }
+
     #[test]
     fn a_worker_counts_on_its_own_shard_and_only_transitions_reach_the_root() {
         let c = Counter::new(2);
@@ -496,11 +505,7 @@ mod tests {
                 c.dissociate(home);
             }
             assert_eq!(c.debug_counts().0, BATCH - 1, "the unused credits");
-            unsafe fn never(_: *const ()) {
-                unreachable!("no association is alive: the join completes inline")
-            }
-            // SAFETY: the waiter is never stored (the join completes inline).
-            assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+            join_inline(&c);
             assert_eq!((c.debug_counts().0, c.debug_credits()), (0, 0), "the join took the credits back");
             assert!(c.try_associate(g, slot).is_none(), "joined");
         }
@@ -517,11 +522,7 @@ mod tests {
         assert_eq!(c.state(), ScopeState::Closed);
         c.dissociate(a);
         assert_eq!(c.debug_counts().0, 0);
-        unsafe fn never(_: *const ()) {
-            unreachable!("the count is zero: the join completes inline")
-        }
-        // SAFETY: the waiter is never stored (the join completes inline).
-        assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+        join_inline(&c);
         c.recycle();
         let g = c.generation();
         assert!(c.try_associate(g, None).is_some(), "a recycled counter is open again");
@@ -537,11 +538,7 @@ mod tests {
         assert!(c.try_associate(g + 1, Some(0)).is_none(), "0→1 path");
         assert!(c.try_associate(g + 1, None).is_none(), "root path");
         assert_eq!(c.debug_counts(), (0, vec![0]));
-        unsafe fn never(_: *const ()) {
-            unreachable!("the count is zero: the join completes inline")
-        }
-        // SAFETY: the waiter is never stored (the join completes inline).
-        assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+        join_inline(&c);
         c.recycle();
         assert_eq!(c.generation(), g + 1);
         assert_eq!(c.state(), ScopeState::Unused);
