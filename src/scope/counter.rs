@@ -350,7 +350,10 @@ impl Counter {
     /// joins here and now; and again once `JOINING` is set, in case a batch reserved
     /// before that was published after the first time (`refill` explains why one of the
     /// two sides sees the other). The second time may join the scope and notify
-    /// `waiter` before this returns `Pending`.
+    /// `waiter` before this returns `Pending`; or it may come after another thread joined
+    /// and released the scope, even after its core was recycled: it then takes no
+    /// credit, or a later generation's, which it subtracts from that generation's root,
+    /// so that count stays exact (the core is type-stable memory).
     pub(crate) fn start_join(&self, waiter: Waiter) -> JoinStart {
         // The first time only if there are credits: it is an optimization, the second
         // time is what the argument needs (and so is a read-modify-write).
