@@ -392,8 +392,8 @@ mod cache {
         }
 
         /// Puts a free block of ours on its local list, or back to the allocator if the
-        /// list holds [`LOCAL_CAP`] blocks this thread freed itself (`lens` counts those;
-        /// see the module documentation for the bound).
+        /// list holds [`LOCAL_CAP`] blocks (as `lens` counts them: a batch taken back
+        /// sets it from the batch's count, a hint; see the module documentation).
         ///
         /// # Safety
         ///
