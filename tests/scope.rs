@@ -209,6 +209,103 @@ fn spawn_after_close_does_not_run_the_work() {
     assert!(!ran.load(Ordering::SeqCst));
 }
 
+/// Spawns `n` counted jobs on `pool` into `scope`; returns how many were taken.
+/// `refuse_after` is checked before each spawn: once it is set, a spawn must fail.
+fn spawn_counted_n(
+    pool: &StaticThreadPool,
+    scope: &CountingScope,
+    ran: &'static AtomicUsize,
+    n: usize,
+    refuse_after: Option<&AtomicBool>,
+) -> usize {
+    let mut taken = 0;
+    for i in 0..n {
+        let must_fail = refuse_after.is_some_and(|f| f.load(Ordering::SeqCst));
+        let ok = spawn(
+            pool.scheduler().schedule().then(move |()| {
+                ran.fetch_add(1, Ordering::Relaxed);
+            }),
+            scope.token(),
+        );
+        assert!(!(ok && must_fail), "spawn {i} taken after close returned");
+        taken += usize::from(ok);
+    }
+    taken
+}
+
+/// Threads outside the pool take associations in batches (one root update reserves
+/// several, the rest are credits in a word of the scope's own): three of them hold
+/// credits when a fourth closes the scope, and go on spawning. Every spawn taken runs
+/// exactly once, every spawn made after `close` returned is refused, and the join
+/// completes (`close` gave the credits back to the count).
+#[test]
+fn outside_spawns_holding_credits_racing_close_lose_nothing() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    for round in 0..20 {
+        let scope = CountingScope::new();
+        let ran: &'static AtomicUsize = leak(AtomicUsize::new(0));
+        let closed = AtomicBool::new(false);
+        let credits_held = std::sync::Barrier::new(4);
+        let taken: usize = std::thread::scope(|s| {
+            let spawners: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        // Fewer than a batch: credits are left when the barrier opens.
+                        let before = spawn_counted_n(&pool, &scope, ran, 10, None);
+                        credits_held.wait();
+                        before + spawn_counted_n(&pool, &scope, ran, 500, Some(&closed))
+                    })
+                })
+                .collect();
+            credits_held.wait();
+            scope.close();
+            closed.store(true, Ordering::SeqCst);
+            spawners.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        sync_wait(scope.join()).unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), taken, "round {round}: every taken spawn ran once");
+        assert_eq!(scope.state(), ScopeState::Joined);
+    }
+}
+
+/// The same with a join instead of `close`: the join starts while three outside threads
+/// hold credits and go on spawning (while it waits, associations are counted one root
+/// update each, no batch). The join takes the credits back and completes once every
+/// spawn taken has run; no spawn is refused, the scope being open and counted.
+#[test]
+fn outside_spawns_holding_credits_racing_the_join_are_all_waited_for() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    for round in 0..20 {
+        let scope = CountingScope::new();
+        let ran: &'static AtomicUsize = leak(AtomicUsize::new(0));
+        // Held until the spawners are done, so the count cannot reach zero before.
+        let anchor = scope.token().try_associate().expect("open");
+        let credits_held = std::sync::Barrier::new(4);
+        let taken: usize = std::thread::scope(|s| {
+            let spawners: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        let before = spawn_counted_n(&pool, &scope, ran, 10, None);
+                        credits_held.wait();
+                        let after = spawn_counted_n(&pool, &scope, ran, 300, None);
+                        assert_eq!(before + after, 310, "round {round}: a spawn was refused");
+                        before + after
+                    })
+                })
+                .collect();
+            credits_held.wait();
+            let joined = join_in_background(s, scope.join());
+            let taken = spawners.into_iter().map(|h| h.join().unwrap()).sum();
+            assert!(!joined.load(Ordering::SeqCst), "round {round}: joined while an association was held");
+            drop(anchor);
+            eventually("the join", || joined.load(Ordering::SeqCst));
+            taken
+        });
+        assert_eq!(ran.load(Ordering::Relaxed), taken, "round {round}: every taken spawn ran before the join");
+        assert_eq!(scope.state(), ScopeState::Joined);
+    }
+}
+
 #[test]
 fn spawn_from_a_worker_runs_on_the_pool_and_the_join_waits_for_all() {
     let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("sc{i}")).build().unwrap();
