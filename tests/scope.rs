@@ -214,13 +214,14 @@ fn spawn_after_close_does_not_run_the_work() {
 fn spawn_counted_n(
     pool: &StaticThreadPool,
     scope: &CountingScope,
-    ran: &'static AtomicUsize,
+    ran: &Arc<AtomicUsize>,
     n: usize,
     refuse_after: Option<&AtomicBool>,
 ) -> usize {
     let mut taken = 0;
     for i in 0..n {
         let must_fail = refuse_after.is_some_and(|f| f.load(Ordering::SeqCst));
+        let ran = ran.clone();
         let ok = spawn(
             pool.scheduler().schedule().then(move |()| {
                 ran.fetch_add(1, Ordering::Relaxed);
@@ -243,7 +244,7 @@ fn outside_spawns_holding_credits_racing_close_lose_nothing() {
     let pool = StaticThreadPool::new(2).unwrap();
     for round in 0..20 {
         let scope = CountingScope::new();
-        let ran: &'static AtomicUsize = leak(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
         let closed = AtomicBool::new(false);
         let credits_held = std::sync::Barrier::new(4);
         let taken: usize = std::thread::scope(|s| {
@@ -251,9 +252,9 @@ fn outside_spawns_holding_credits_racing_close_lose_nothing() {
                 .map(|_| {
                     s.spawn(|| {
                         // Fewer than a batch: credits are left when the barrier opens.
-                        let before = spawn_counted_n(&pool, &scope, ran, 10, None);
+                        let before = spawn_counted_n(&pool, &scope, &ran, 10, None);
                         credits_held.wait();
-                        before + spawn_counted_n(&pool, &scope, ran, 500, Some(&closed))
+                        before + spawn_counted_n(&pool, &scope, &ran, 500, Some(&closed))
                     })
                 })
                 .collect();
@@ -277,7 +278,7 @@ fn outside_spawns_holding_credits_racing_the_join_are_all_waited_for() {
     let pool = StaticThreadPool::new(2).unwrap();
     for round in 0..20 {
         let scope = CountingScope::new();
-        let ran: &'static AtomicUsize = leak(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
         // Held until the spawners are done, so the count cannot reach zero before.
         let anchor = scope.token().try_associate().expect("open");
         let credits_held = std::sync::Barrier::new(4);
@@ -285,9 +286,9 @@ fn outside_spawns_holding_credits_racing_the_join_are_all_waited_for() {
             let spawners: Vec<_> = (0..3)
                 .map(|_| {
                     s.spawn(|| {
-                        let before = spawn_counted_n(&pool, &scope, ran, 10, None);
+                        let before = spawn_counted_n(&pool, &scope, &ran, 10, None);
                         credits_held.wait();
-                        let after = spawn_counted_n(&pool, &scope, ran, 300, None);
+                        let after = spawn_counted_n(&pool, &scope, &ran, 300, None);
                         assert_eq!(before + after, 310, "round {round}: a spawn was refused");
                         before + after
                     })
