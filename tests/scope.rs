@@ -234,6 +234,29 @@ fn spawn_counted_n(
     taken
 }
 
+/// Starts three outside threads that each spawn 10 counted jobs (fewer than a batch, so
+/// each leaves credits), wait at `barrier` (which the caller also waits at), then spawn
+/// `more`; their handles give how many spawns each had taken.
+fn spawners_holding_credits<'s, 'e: 's>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    pool: &'e StaticThreadPool,
+    scope: &'e CountingScope,
+    ran: &'e Arc<AtomicUsize>,
+    barrier: &'e std::sync::Barrier,
+    more: usize,
+    refuse_after: Option<&'e AtomicBool>,
+) -> Vec<std::thread::ScopedJoinHandle<'s, usize>> {
+    (0..3)
+        .map(|_| {
+            s.spawn(move || {
+                let before = spawn_counted_n(pool, scope, ran, 10, None);
+                barrier.wait();
+                before + spawn_counted_n(pool, scope, ran, more, refuse_after)
+            })
+        })
+        .collect()
+}
+
 /// Threads outside the pool take associations in batches (one root update reserves
 /// several, the rest are credits in a word of the scope's own): three of them hold
 /// credits when a fourth closes the scope, and go on spawning. Every spawn taken runs
@@ -248,16 +271,7 @@ fn outside_spawns_holding_credits_racing_close_lose_nothing() {
         let closed = AtomicBool::new(false);
         let credits_held = std::sync::Barrier::new(4);
         let taken: usize = std::thread::scope(|s| {
-            let spawners: Vec<_> = (0..3)
-                .map(|_| {
-                    s.spawn(|| {
-                        // Fewer than a batch: credits are left when the barrier opens.
-                        let before = spawn_counted_n(&pool, &scope, &ran, 10, None);
-                        credits_held.wait();
-                        before + spawn_counted_n(&pool, &scope, &ran, 500, Some(&closed))
-                    })
-                })
-                .collect();
+            let spawners = spawners_holding_credits(s, &pool, &scope, &ran, &credits_held, 500, Some(&closed));
             credits_held.wait();
             scope.close();
             closed.store(true, Ordering::SeqCst);
@@ -283,20 +297,11 @@ fn outside_spawns_holding_credits_racing_the_join_are_all_waited_for() {
         let anchor = scope.token().try_associate().expect("open");
         let credits_held = std::sync::Barrier::new(4);
         let taken: usize = std::thread::scope(|s| {
-            let spawners: Vec<_> = (0..3)
-                .map(|_| {
-                    s.spawn(|| {
-                        let before = spawn_counted_n(&pool, &scope, &ran, 10, None);
-                        credits_held.wait();
-                        let after = spawn_counted_n(&pool, &scope, &ran, 300, None);
-                        assert_eq!(before + after, 310, "round {round}: a spawn was refused");
-                        before + after
-                    })
-                })
-                .collect();
+            let spawners = spawners_holding_credits(s, &pool, &scope, &ran, &credits_held, 300, None);
             credits_held.wait();
             let joined = join_in_background(s, scope.join());
             let taken = spawners.into_iter().map(|h| h.join().unwrap()).sum();
+            assert_eq!(taken, 3 * 310, "round {round}: a spawn was refused");
             assert!(!joined.load(Ordering::SeqCst), "round {round}: joined while an association was held");
             drop(anchor);
             eventually("the join", || joined.load(Ordering::SeqCst));
