@@ -613,10 +613,29 @@ mod tests {
         unsafe { free(b) };
     }
 
+    /// How many of `addrs` (blocks of `T`'s class) this thread's next allocations of a
+    /// `T` hand out. It allocates until it has seen them all, or `slack` more blocks than
+    /// that: a test thread may have adopted a parked `Remote` whose stacks hold blocks
+    /// other tests freed after their thread exited, and those can come out first.
+    fn handed_out<T: Copy>(addrs: &[usize], value: T) -> usize {
+        let slack = LOCAL_CAP;
+        let mut held = Vec::new();
+        let mut seen = 0;
+        while seen < addrs.len() && held.len() < addrs.len() + slack {
+            let b = new(value);
+            seen += usize::from(addrs.contains(&b.as_ptr().addr()));
+            held.push(b);
+        }
+        for b in held {
+            // SAFETY: from `new`, `Copy` contents, freed once.
+            unsafe { free(b) };
+        }
+        seen
+    }
+
     #[test]
     fn blocks_freed_elsewhere_return_to_their_owner() {
-        let blocks: Vec<_> = (0..100).map(|i| new([i as u64; 8])).collect();
-        let addrs: Vec<usize> = blocks.iter().map(|b| b.as_ptr().addr()).collect();
+        let addrs: Vec<usize> = (0..100).map(|i| new([i as u64; 8]).as_ptr().addr()).collect();
         let sendable: Vec<usize> = addrs.clone();
         std::thread::spawn(move || {
             for a in sendable {
@@ -626,13 +645,7 @@ mod tests {
         })
         .join()
         .unwrap();
-        let again: Vec<_> = (0..100).map(|_| new([0u64; 8])).collect();
-        let reused = again.iter().filter(|b| addrs.contains(&b.as_ptr().addr())).count();
-        for b in again {
-            // SAFETY: as above.
-            unsafe { free(b) };
-        }
-        assert_eq!(reused, 100, "every block came back through the remote stack");
+        assert_eq!(handed_out(&addrs, [0u64; 8]), 100, "every block came back through the remote stack");
     }
 
     /// A thread freeing blocks of two owners and two classes, interleaved, sends every
@@ -645,19 +658,7 @@ mod tests {
             (small, large)
         }
         fn reused((small, large): &(Vec<usize>, Vec<usize>)) -> usize {
-            let again_small: Vec<_> = (0..40).map(|_| new([0u64; 2])).collect();
-            let again_large: Vec<_> = (0..40).map(|_| new([0u64; 20])).collect();
-            let n = again_small.iter().filter(|b| small.contains(&b.as_ptr().addr())).count()
-                + again_large.iter().filter(|b| large.contains(&b.as_ptr().addr())).count();
-            for b in again_small {
-                // SAFETY: from `new`, `Copy` contents, freed once.
-                unsafe { free(b) };
-            }
-            for b in again_large {
-                // SAFETY: as above.
-                unsafe { free(b) };
-            }
-            n
+            handed_out(small, [0u64; 2]) + handed_out(large, [0u64; 20])
         }
         let ours = allocate();
         let (tx, rx) = mpsc::channel();
@@ -696,7 +697,9 @@ mod tests {
         type Big = [u64; 60];
         let class = class_of(Layout::new::<Big>()).unwrap();
         let mut held = Vec::new();
-        for (n, want) in [(3 * LOCAL_CAP, LOCAL_CAP), (100, 100)] {
+        // A short batch may hold a few more blocks than were freed here: blocks other
+        // tests freed to a parked `Remote` this thread adopted.
+        for (n, want) in [(3 * LOCAL_CAP, LOCAL_CAP..=LOCAL_CAP), (100, 100..=LOCAL_CAP)] {
             let addrs: Vec<usize> = (0..n).map(|_| new([0u64; 60]).as_ptr().addr()).collect();
             assert_eq!(cache::local_len(class), 0, "the list was used up");
             std::thread::spawn(move || {
@@ -709,7 +712,8 @@ mod tests {
             .unwrap();
             // This allocation takes the batch back, and hands out its first block.
             let b = new([1u64; 60]);
-            assert_eq!(cache::local_len(class) + 1, want, "{n} blocks freed elsewhere");
+            let taken = cache::local_len(class) + 1;
+            assert!(want.contains(&taken), "{n} blocks freed elsewhere, {taken} taken back");
             // SAFETY: from `new`, `Copy` contents, freed once.
             unsafe { free(b) };
             while cache::local_len(class) > 0 {
