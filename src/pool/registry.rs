@@ -377,11 +377,20 @@ impl WorkerThread {
     }
 
     /// Local LIFO first, then a batch from the injector, then stealing from the other
-    /// workers starting at a random victim.
+    /// workers starting at a random victim. The local pop is inlined into the run loop;
+    /// the rest is out of line, so that the common case does not pay the search's
+    /// prologue and epilogue.
+    #[inline]
     fn find_work(&self) -> Option<JobRef> {
-        if let Some(job) = self.deque.pop() {
-            return Some(job);
+        match self.deque.pop() {
+            Some(job) => Some(job),
+            None => self.find_work_elsewhere(),
         }
+    }
+
+    /// [`find_work`](Self::find_work) once the local deque is empty.
+    #[inline(never)]
+    fn find_work_elsewhere(&self) -> Option<JobRef> {
         if let Some(job) = steal_retrying(|| self.registry.injector.steal_batch_and_pop(&self.deque)) {
             return Some(job);
         }
