@@ -22,6 +22,7 @@ mod common;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{Names, QUIET, WaitProbe, panic_message, quiet_panics, spin, thread_name, wait_for_stop, with_stop};
 use senders::pool::GlobalPoolError;
@@ -31,6 +32,13 @@ use senders::*;
 /// Whether the current thread is a worker of the default pool.
 fn on_default_worker() -> bool {
     thread::current().name().is_some_and(|n| n.starts_with("senders-default-"))
+}
+
+/// Held by the tests that assert work ran on several workers, so that one of them does
+/// not keep a worker busy while the other looks for a second worker.
+fn parallel_test() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Asserts that every name is a default-pool worker's, and that there are several when
@@ -107,6 +115,7 @@ fn pool_domain<S: Scheduler<Domain = PoolDomain>>(_: &S) {}
 #[test]
 fn bulk_on_it_runs_in_parallel_on_its_workers() {
     pool_domain(&parallel_scheduler());
+    let _one = parallel_test();
     const N: usize = 20_000;
     let hits: Vec<AtomicUsize> = (0..N).map(|_| AtomicUsize::new(0)).collect();
     let names = Names::default();
@@ -148,12 +157,22 @@ fn bulk_each_on_it_mutates_every_element_once() {
 
 #[test]
 fn when_all_on_it_forks_onto_its_workers() {
+    let _one = parallel_test();
     let sch = parallel_scheduler();
     let names = Names::default();
+    // Each leaf waits, up to a deadline, until a second worker has run a leaf too: the
+    // children are forked, so another worker takes one as soon as it is free, however
+    // loaded the machine is (a fixed spin let one worker run all four whenever the
+    // other was descheduled meanwhile). A `when_all` that ran its children one after
+    // another on one thread would reach the deadline and fail the assertion.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let several = num_cpus::get() > 1;
     let leaf = || {
         sch.schedule().then(|()| {
-            spin(20_000);
             names.note();
+            while several && names.get().len() < 2 && Instant::now() < deadline {
+                thread::yield_now();
+            }
         })
     };
     let r = sync_wait(starts_on(sch.clone(), when_all((leaf(), leaf(), leaf(), leaf()))));
