@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Names, QUIET, WaitProbe, panic_message, quiet_panics, spin, thread_name, wait_for_stop, with_stop};
+use common::{
+    Names, QUIET, WaitProbe, panic_message, quiet_panics, serial, spin, thread_name, wait_for_stop, with_stop,
+};
 use senders::pool::GlobalPoolError;
 use senders::pool::PoolDomain;
 use senders::*;
@@ -32,13 +34,6 @@ use senders::*;
 /// Whether the current thread is a worker of the default pool.
 fn on_default_worker() -> bool {
     thread::current().name().is_some_and(|n| n.starts_with("senders-default-"))
-}
-
-/// Held by the tests that assert work ran on several workers, so that one of them does
-/// not keep a worker busy while the other looks for a second worker.
-fn parallel_test() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Asserts that every name is a default-pool worker's, and that there are several when
@@ -115,7 +110,9 @@ fn pool_domain<S: Scheduler<Domain = PoolDomain>>(_: &S) {}
 #[test]
 fn bulk_on_it_runs_in_parallel_on_its_workers() {
     pool_domain(&parallel_scheduler());
-    let _one = parallel_test();
+    // Serial with the other test that asserts several workers ran, so that neither keeps
+    // a worker busy while the other looks for a second one.
+    let _one = serial();
     const N: usize = 20_000;
     let hits: Vec<AtomicUsize> = (0..N).map(|_| AtomicUsize::new(0)).collect();
     let names = Names::default();
@@ -157,7 +154,8 @@ fn bulk_each_on_it_mutates_every_element_once() {
 
 #[test]
 fn when_all_on_it_forks_onto_its_workers() {
-    let _one = parallel_test();
+    // Serial with the bulk test above, for the same reason.
+    let _one = serial();
     let sch = parallel_scheduler();
     let names = Names::default();
     // Each leaf waits, up to a deadline, until a second worker has run a leaf too: the

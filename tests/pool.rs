@@ -23,24 +23,18 @@ mod common;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    Meeting, Names, QUIET, SAFETY_TIMEOUT, WaitProbe, panic_message, quiet_panics, spin, stop_probe, thread_name,
-    wait_for_stop, with_stop,
+    Meeting, Names, QUIET, SAFETY_TIMEOUT, WaitProbe, panic_message, quiet_panics, serial, spin, stop_probe,
+    thread_name, wait_for_stop, with_stop,
 };
 use senders::*;
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-/// Serializes the tests that measure time or keep every core busy.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A pool of `n` workers named `{prefix}-{i}`.
 fn named_pool(n: usize, prefix: &str) -> StaticThreadPool {

@@ -10,6 +10,7 @@
 //! - [`panic_message`]: runs a closure that must panic and returns the message.
 //! - [`Meeting`]: a two-party barrier with a timeout.
 //! - [`DropCounter`]: counts its drops.
+//! - [`serial`]: a lock for the tests of one binary that must not run beside each other.
 
 #![allow(dead_code)]
 
@@ -18,7 +19,7 @@ use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use senders::{
@@ -47,6 +48,13 @@ pub fn payload_message(payload: &(dyn Any + Send)) -> String {
     } else {
         "<non-string payload>".to_owned()
     }
+}
+
+/// Serializes the tests of one binary that take it: those that measure time, keep
+/// every core busy, or need a pool's workers free (a poisoned lock is taken anyway).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The name of the current thread, owned.
