@@ -16,7 +16,10 @@
 //! recursion with every call erased, as our recursion erases every node: a block per
 //! call from a per-thread free list and one indirect call. Its ratio to rayon is what
 //! erasing every node costs any implementation. `floor_indirect` keeps only the indirect
-//! call, as if storage were free.
+//! call, as if storage were free. `floor_completion` adds to the erased floor what a
+//! sender adds at every node: the value is delivered by an indirect call into a slot of
+//! the parent (its receiver) instead of being returned, and the parent completes the
+//! same way once both arrived.
 //!
 //! Run one group at a time (2 cores: the numbers are noisy):
 //!
@@ -34,7 +37,7 @@
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
 //! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `floor_fib`,
-//! `floor_tree`, and
+//! `floor_tree`, `completion_fib`, `completion_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
 //! `rayon_outside` (`n` round trips from outside), and `outside_cold` /
 //! `rayon_outside_cold` (`n` round trips, each to a pool gone to sleep: the median). `SENDERS_PROFILE_THREADS=1` gives
@@ -786,6 +789,74 @@ fn floor_tree(d: u64) -> u64 {
     a + b + 1
 }
 
+/// Where a node of the completion floor delivers its value: a function called
+/// indirectly with the parent's slot, as a sender completes by calling its (erased)
+/// receiver instead of returning.
+struct Completion<'a> {
+    f: fn(&mut u64, u64),
+    slot: &'a mut u64,
+}
+
+impl Completion<'_> {
+    fn complete(self, value: u64) {
+        // `black_box`: the call stays indirect, as an erased receiver's is.
+        black_box(self.f)(self.slot, value);
+    }
+}
+
+fn store(slot: &mut u64, value: u64) {
+    *slot = value;
+}
+
+/// A node of the completion floor: [`ErasedNode`] whose function completes through a
+/// [`Completion`].
+type CompletionNode = floor::Slot<(fn(u64, Completion<'_>), u64)>;
+
+/// Frees the node's block, then runs it by one indirect call.
+fn run_completion(node: CompletionNode, done: Completion<'_>) {
+    let (f, arg) = node.get();
+    drop(node);
+    black_box(f)(arg, done);
+}
+
+/// The erased floor with what a sender adds to it at every node: each node delivers
+/// its value by an indirect call into a slot of its parent's (a receiver), and the
+/// parent completes by such a call once both slots are filled (the join of
+/// `when_all`). Still no stop token, no panic handling, no operation state.
+fn completion_floor(node: fn(u64, Completion<'_>), arg: u64) -> u64 {
+    let mut out = 0;
+    node(arg, Completion { f: store, slot: &mut out });
+    out
+}
+
+/// Forks the children `(f, a)` and `(f, b)` of a completion-floor node, returning both
+/// values once both delivered them.
+fn completion_join(f: fn(u64, Completion<'_>), a: u64, b: u64) -> (u64, u64) {
+    let (na, nb) = (floor::Slot::new((f, a)), floor::Slot::new((f, b)));
+    let (mut va, mut vb) = (0, 0);
+    let (da, db) = (Completion { f: store, slot: &mut va }, Completion { f: store, slot: &mut vb });
+    rayon::join(move || run_completion(na, da), move || run_completion(nb, db));
+    (va, vb)
+}
+
+/// [`floor_fib`] completing through receivers.
+fn completion_fib(n: u64, done: Completion<'_>) {
+    if n < 2 {
+        return done.complete(n);
+    }
+    let (a, b) = completion_join(completion_fib, n - 1, n - 2);
+    done.complete(a + b);
+}
+
+/// [`floor_tree`] completing through receivers.
+fn completion_tree(d: u64, done: Completion<'_>) {
+    if d <= 1 {
+        return done.complete(1);
+    }
+    let (a, b) = completion_join(completion_tree, d - 1, d - 1);
+    done.complete(a + b + 1);
+}
+
 /// [`rayon_fib`] with only the indirect call of the erased floor, no block: what erasure
 /// costs even with free storage.
 fn floor_fib_indirect(n: u64) -> u64 {
@@ -823,6 +894,8 @@ struct Recursion {
     floor: fn() -> u64,
     /// The same with the indirect call alone (no block).
     floor_indirect: fn() -> u64,
+    /// The erased floor completing through receivers.
+    floor_completion: fn() -> u64,
     /// Plain recursion.
     sequential: fn() -> u64,
 }
@@ -841,6 +914,7 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
             assert_eq!(rpool.install(r.rayon), r.want, "{name}: rayon");
             assert_eq!(rpool.install(r.floor), r.want, "{name}: erased floor");
             assert_eq!(rpool.install(r.floor_indirect), r.want, "{name}: indirect calls");
+            assert_eq!(rpool.install(r.floor_completion), r.want, "{name}: completion floor");
             assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
             assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
         })
@@ -862,6 +936,10 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     g.bench("floor_indirect", || {
         check();
         rpool.install(r.floor_indirect)
+    });
+    g.bench("floor_completion", || {
+        check();
+        rpool.install(r.floor_completion)
     });
     g.bench("senders_default", || {
         check();
@@ -885,6 +963,7 @@ fn tree(c: &mut Criterion) {
             rayon: || rayon_tree(black_box(TREE_DEPTH)),
             floor: || floor_tree(black_box(u64::from(TREE_DEPTH))),
             floor_indirect: || floor_tree_indirect(black_box(u64::from(TREE_DEPTH))),
+            floor_completion: || completion_floor(completion_tree, black_box(u64::from(TREE_DEPTH))),
             sequential: || seq_tree(black_box(TREE_DEPTH)),
         },
     );
@@ -901,6 +980,7 @@ fn fib(c: &mut Criterion) {
             rayon: || rayon_fib(black_box(FIB_N)),
             floor: || floor_fib(black_box(FIB_N)),
             floor_indirect: || floor_fib_indirect(black_box(FIB_N)),
+            floor_completion: || completion_floor(completion_fib, black_box(FIB_N)),
             sequential: || seq_fib(black_box(FIB_N)),
         },
     );
@@ -933,6 +1013,8 @@ fn profile(spec: &str) {
             "rayon_tree" => rpool.install(|| rayon_tree(n as u32)),
             "floor_fib" => rpool.install(|| floor_fib(n)),
             "floor_tree" => rpool.install(|| floor_tree(n)),
+            "completion_fib" => rpool.install(|| completion_floor(completion_fib, n)),
+            "completion_tree" => rpool.install(|| completion_floor(completion_tree, n)),
             "chain" => sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: n as usize })).map_or(0, |_| 1),
             "rayon_chain" => {
                 let (tx, rx) = mpsc::sync_channel(1);

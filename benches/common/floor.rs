@@ -2,8 +2,8 @@
 //! only what our semantics require of every node, each done the cheapest way we know, so
 //! that a group can report how much of our time over `rayon::join` the semantics cost
 //! any implementation (floor ÷ `rayon::join`) and how much is our own machinery
-//! (ours ÷ floor). Shared by `benches/pool.rs` (erased recursion) and
-//! `benches/scope.rs` (one spawn per node).
+//! (ours ÷ floor). Shared by `benches/pool.rs` (erased recursion, also completing
+//! through receivers) and `benches/scope.rs` (one spawn per node).
 //!
 //! What a node needs beyond `rayon::join`'s stack frame is storage that outlives the
 //! frame that made it: an erased sender's block, or a spawned operation, which the
