@@ -25,7 +25,7 @@ use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 use crate::stop::StopToken;
 
 // ---------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ struct Header<V, E, Sch> {
 
 /// What a block holds: the sender until the operation starts, then, in the same place,
 /// the operation. `holds` says which.
-union Slot<S, Op> {
+union SenderOrOp<S, Op> {
     sender: ManuallyDrop<S>,
     op: ManuallyDrop<Op>,
 }
@@ -177,16 +177,16 @@ const EMPTY: u8 = 2;
 struct Block<V, E, Sch, S, Op> {
     header: Header<V, E, Sch>,
     holds: u8,
-    slot: Slot<S, Op>,
+    held: SenderOrOp<S, Op>,
 }
 
 impl<V, E, Sch, S, Op> Drop for Block<V, E, Sch, S, Op> {
     fn drop(&mut self) {
-        // SAFETY: `holds` names the live member of the slot, if any.
+        // SAFETY: `holds` names the live member of `held`, if any.
         unsafe {
             match self.holds {
-                SENDER => ManuallyDrop::drop(&mut self.slot.sender),
-                OP => ManuallyDrop::drop(&mut self.slot.op),
+                SENDER => ManuallyDrop::drop(&mut self.held.sender),
+                OP => ManuallyDrop::drop(&mut self.held.op),
                 _ => {}
             }
         }
@@ -209,8 +209,8 @@ where
     unsafe {
         assert!((*block).holds == SENDER, "AnySender: started once");
         (*block).holds = EMPTY;
-        let sndr = ManuallyDrop::take(&mut (*block).slot.sender);
-        let op: *mut OpOf<S, V, E, Sch> = (&raw mut (*block).slot.op).cast();
+        let sndr = ManuallyDrop::take(&mut (*block).held.sender);
+        let op: *mut OpOf<S, V, E, Sch> = (&raw mut (*block).held.op).cast();
         let set_panic = rcvr.vtable().set_panic;
         let real = rcvr.rcvr;
         // `connect` returns straight into the block (no copy of a large operation), and a
@@ -296,7 +296,7 @@ enum Repr<V, E, Sch> {
 /// returning senders of its own type) and for collections of different senders.
 ///
 /// A sender that only completes with a value at once (`just(v)`, see
-/// [`Sender::into_ready_value`]) is kept without a block when the value fits in one
+/// [`Sender::into_ready_value`](crate::Sender::into_ready_value)) is kept without a block when the value fits in one
 /// word: the leaves of a recursion cost no allocation.
 ///
 /// `'a` is what the erased sender borrows; `Sch` is the scheduler its environment shows.
@@ -372,14 +372,14 @@ impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
         let block = crate::block::uninit::<Block<V, E, Sch, S, OpOf<S, V, E, Sch>>>();
         let b = block.as_ptr();
         // SAFETY: a fresh block for this type; the fields are written one by one, so
-        // that only the sender, not the whole slot (sized for the operation), is copied.
+        // that only the sender, not the whole union (sized for the operation), is copied.
         unsafe {
             (&raw mut (*b).header).write(Header {
                 start: start_block::<V, E, Sch, S>,
                 drop: drop_block::<V, E, Sch, S, OpOf<S, V, E, Sch>>,
             });
             (&raw mut (*b).holds).write(SENDER);
-            (&raw mut (*b).slot.sender).write(ManuallyDrop::new(sndr));
+            (&raw mut (*b).held.sender).write(ManuallyDrop::new(sndr));
         }
         AnySender::with(Repr::Block(block.cast()))
     }
@@ -408,16 +408,7 @@ impl<V, E, Sch> Drop for AnySender<'_, V, E, Sch> {
     }
 }
 
-impl<V, E, Sch: MaybeScheduler> Sender for AnySender<'_, V, E, Sch> {
-    type Value = V;
-    type Error = E;
-    const SENDS_STOPPED: bool = true;
-    type Domain = Sch::Domain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!(['a, V, E, Sch: MaybeScheduler] AnySender<'a, V, E, Sch> { value = V, error = E, stopped = true, domain = Sch::Domain });
 
 impl<'a, V, E, Sch, R> SenderTo<R> for AnySender<'a, V, E, Sch>
 where

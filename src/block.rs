@@ -1,7 +1,12 @@
-//! Heap blocks for spawned operations, recycled per thread.
+//! Heap blocks, recycled per thread: the crate's one allocator for what it puts on the
+//! heap while work runs.
 //!
-//! `spawn` and `spawn_future` allocate one block per spawned operation and free it when
-//! the operation completes, usually on another thread than the one that allocated it.
+//! Its users: the block of every spawned operation (`spawn`, `spawn_future` and
+//! `into_awaitable`, `scope/spawn.rs`), a [`Task`](crate::Task)'s frame and the large
+//! operations it awaits (`task/mod.rs`), an [`AnySender`](crate::AnySender)'s erased
+//! operation (`any.rs`), and the block of an erased `schedule()` (`task/scheduler.rs`).
+//! Each is allocated once and freed when its operation completes, often on another
+//! thread than the one that allocated it.
 //! With the global allocator that pattern is slow where spawning matters most: when
 //! one thread spawns and the workers complete (`main` spawning a million jobs), glibc
 //! returns every block to the spawning thread's arena under its lock, and the profile of

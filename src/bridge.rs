@@ -7,12 +7,14 @@
 //! # Sender → future
 //!
 //! The first poll connects the sender into one heap block shared by the future and the
-//! running operation, and starts it there. The block holds the operation, its result,
-//! the waker of the last poll and a stop source (the operation's stop token). A reference
-//! count of two (the future's and the operation's) decides who frees the block, so
-//! dropping the future while the operation runs requests stop and leaves the memory to
-//! the operation. The sender must be `'static`: a future can be leaked while its operation
-//! runs on another thread, and nothing may then be borrowed.
+//! running operation, and starts it there: the two-sided block of
+//! [`spawn_future`](crate::spawn_future) (`scope/future.rs`), with no scope. The block
+//! holds the operation, its result, the waker of the last poll and a stop source (the
+//! operation's stop token). A reference count of two (the future's and the operation's)
+//! decides who frees the block, so dropping the future while the operation runs requests
+//! stop and leaves the memory to the operation. The sender must be `'static`: a future
+//! can be leaked while its operation runs on another thread, and nothing may then be
+//! borrowed.
 //!
 //! # Future → sender
 //!
@@ -34,152 +36,29 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::marker::PhantomPinned;
-use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
-use crate::outcome::Outcome;
+use crate::job::JobRef;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
 use crate::scope::HopTo;
-use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
+use crate::scope::future::{Detached, FutureReceiver, Header, Waiter, connect_work};
+use crate::scope::spawn::SpawnBlock;
+use crate::sender::{OperationState, Sender, SenderTo, sender};
+use crate::stop::{Invoke, RawStopCallback, StopToken};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------------
 // Sender → future
 
-/// The part of the block both sides know.
-struct Shared<V, E> {
-    /// The result and the waker of the last poll, under one lock.
-    slot: Mutex<Slot<V, E>>,
-    /// The operation's stop token; dropping the future requests stop here.
-    stop: InplaceStopSource,
-    /// The future's and the operation's references; whoever drops the last frees.
-    refs: AtomicUsize,
-    /// Drops the operation (if it was written) and frees the block.
-    free: unsafe fn(NonNull<Shared<V, E>>),
-}
-
-struct Slot<V, E> {
-    outcome: Option<Outcome<V, E>>,
-    done: bool,
-    waker: Option<Waker>,
-}
-
-#[repr(C)]
-struct Block<V, E, Op> {
-    shared: Shared<V, E>,
-    op: MaybeUninit<Op>,
-    started: bool,
-}
-
-impl<V, E> Shared<V, E> {
-    /// Drops one reference; the last one frees the block.
-    ///
-    /// # Safety
-    ///
-    /// `this` is a live block and the caller owns one of its references, which it does
-    /// not use again.
-    unsafe fn release(this: NonNull<Self>) {
-        // SAFETY: the caller's reference keeps the block alive until this decrement.
-        let last = unsafe { this.as_ref() }.refs.fetch_sub(1, Ordering::AcqRel) == 1;
-        if last {
-            // SAFETY: no reference is left; `free` matches the block's type.
-            unsafe { (this.as_ref().free)(this) }
-        }
-    }
-}
-
-/// # Safety
-///
-/// `shared` heads a `Block<V, E, Op>` with no reference left; called once.
-unsafe fn free_block<V, E, Op>(shared: NonNull<Shared<V, E>>) {
-    let block = shared.cast::<Block<V, E, Op>>();
-    // SAFETY: the caller's contract: the block is ours alone; the operation was written
-    // iff it was started, and is dropped once; then the rest, then the memory.
-    unsafe {
-        crate::block::free_after(block, || {
-            /// Drops the shared part last, also when the operation's drop panics.
-            struct DropShared<V, E>(*mut Shared<V, E>);
-            impl<V, E> Drop for DropShared<V, E> {
-                fn drop(&mut self) {
-                    // SAFETY: a live field of the block, dropped once, here.
-                    unsafe { std::ptr::drop_in_place(self.0) }
-                }
-            }
-            let _shared = DropShared(&raw mut (*block.as_ptr()).shared);
-            if (*block.as_ptr()).started {
-                (*block.as_ptr()).op.assume_init_drop();
-            }
-        })
-    }
-}
-
-/// The receiver of an awaited sender: stores the outcome and wakes the future.
-pub struct AwaitReceiver<V, E> {
-    shared: NonNull<Shared<V, E>>,
-}
-
-// SAFETY: completes on any thread; the outcome (`V`, `E`: `Send`) is handed over under the
-// slot's lock, and the block stays alive through the operation's reference.
-unsafe impl<V: Send, E: Send> Send for AwaitReceiver<V, E> {}
-// SAFETY: a shared reference only reaches the environment (the stop source, `Sync`).
-unsafe impl<V, E> Sync for AwaitReceiver<V, E> {}
-
-impl<V, E> AwaitReceiver<V, E> {
-    fn complete(self, outcome: Outcome<V, E>) {
-        // SAFETY: the operation's reference keeps the block alive until `release`.
-        let shared = unsafe { self.shared.as_ref() };
-        let waker = {
-            let mut slot = lock(&shared.slot);
-            slot.outcome = Some(outcome);
-            slot.done = true;
-            slot.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-        // SAFETY: the operation's reference, given up here; the operation does not touch
-        // itself after calling its receiver, so the block may be freed now.
-        unsafe { Shared::release(self.shared) }
-    }
-}
-
-impl<V, E> Env for AwaitReceiver<V, E> {
-    type Scheduler = NoScheduler;
-    type Domain = NoDomain;
-    fn scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-    fn stop_token(&self) -> StopToken<'_> {
-        // SAFETY: the block outlives the operation and so this receiver.
-        unsafe { self.shared.as_ref() }.stop.token()
-    }
-}
-
-impl<V, E> Receiver<V, E> for AwaitReceiver<V, E> {
-    type Env = Self;
-    fn env(&self) -> &Self {
-        self
-    }
-    fn set_value(self, value: V) {
-        self.complete(Outcome::Value(value))
-    }
-    fn set_error(self, error: E) {
-        self.complete(Outcome::Error(error))
-    }
-    fn set_stopped(self) {
-        self.complete(Outcome::Stopped)
-    }
-    fn set_panic(self, panic: Panic) {
-        self.complete(Outcome::Panic(panic))
-    }
-}
+/// The receiver of an awaited sender: it publishes the completion in the block it shares
+/// with the future, as the work of [`spawn_future`](crate::spawn_future) does (the
+/// same block, with no scope: [`Detached`]).
+pub type AwaitReceiver<V, E> = FutureReceiver<V, E, Detached>;
 
 /// A sender awaited as a future: see [`into_awaitable`].
 ///
@@ -192,12 +71,12 @@ pub struct SenderFuture<S: Sender> {
 
 enum FutureState<S: Sender> {
     Unstarted(S),
-    Running(NonNull<Shared<S::Value, S::Error>>),
+    Running(NonNull<Header<S::Value, S::Error>>),
     Finished,
 }
 
 // SAFETY: the future only moves the sender (`Send`) or touches the block through its
-// lock and atomics; the result types are `Send`.
+// synchronized cell and stop source; the result types are `Send`.
 unsafe impl<S: Sender + Send> Send for SenderFuture<S>
 where
     S::Value: Send,
@@ -241,40 +120,6 @@ where
     SenderFuture { state: FutureState::Unstarted(sndr) }
 }
 
-impl<S> SenderFuture<S>
-where
-    S: SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
-{
-    /// Connects and starts the operation in a fresh block; returns the block.
-    fn start(sndr: S) -> NonNull<Shared<S::Value, S::Error>> {
-        type Op<S> = <S as SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>>::Operation;
-        let block = crate::block::new(Block::<S::Value, S::Error, Op<S>> {
-            shared: Shared {
-                slot: Mutex::new(Slot { outcome: None, done: false, waker: None }),
-                stop: InplaceStopSource::new(),
-                refs: AtomicUsize::new(2),
-                free: free_block::<S::Value, S::Error, Op<S>>,
-            },
-            op: MaybeUninit::uninit(),
-            started: false,
-        });
-        let shared = block.cast::<Shared<S::Value, S::Error>>();
-        // A panic in `connect` is the sender's: deliver it like one from the operation.
-        match catch(|| sndr.connect(AwaitReceiver { shared })) {
-            // SAFETY: the block is fresh and never moves; the operation is written once,
-            // marked started (so the block's free drops it), and started once in place.
-            Ok(op) => unsafe {
-                let b = block.as_ptr();
-                let op = (*b).op.write(op);
-                (*b).started = true;
-                Pin::new_unchecked(op).start();
-            },
-            Err(panic) => AwaitReceiver { shared }.set_panic(panic),
-        }
-        shared
-    }
-}
-
 impl<S> Future for SenderFuture<S>
 where
     S: SenderTo<AwaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
@@ -283,40 +128,42 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let shared = match std::mem::replace(&mut this.state, FutureState::Finished) {
-            FutureState::Unstarted(sndr) => Self::start(sndr),
-            FutureState::Running(shared) => shared,
+        let (header, first) = match std::mem::replace(&mut this.state, FutureState::Finished) {
+            FutureState::Unstarted(sndr) => {
+                // A panic in `connect` resumes here, in the polling task, as one from the
+                // operation would.
+                let block = connect_work(sndr, Detached::new());
+                // SAFETY: the block is fresh and its operation unstarted; it is started
+                // once, here.
+                unsafe { SpawnBlock::start_in_place(block) };
+                (block.cast::<Header<S::Value, S::Error>>(), true)
+            }
+            FutureState::Running(header) => (header, false),
             FutureState::Finished => panic!("SenderFuture polled after completion"),
         };
-        let outcome = {
-            // SAFETY: the future's reference keeps the block alive.
-            let mut slot = lock(&unsafe { shared.as_ref() }.slot);
-            if slot.done {
-                slot.outcome.take()
-            } else {
-                slot.waker = Some(cx.waker().clone());
-                None
-            }
-        };
-        let Some(outcome) = outcome else {
-            this.state = FutureState::Running(shared);
+        // SAFETY: the future's reference keeps the block alive.
+        let cell = unsafe { &header.as_ref().cell };
+        // A later poll takes its last waker back and waits with this one, unless the
+        // result is ready.
+        let ready = (!first && !cell.unwait()) || cell.wait(Waiter::Waker(cx.waker().clone()));
+        if !ready {
+            this.state = FutureState::Running(header);
             return Poll::Pending;
-        };
+        }
+        let outcome = cell.take();
         // SAFETY: the future's reference, given up once (the state is `Finished`).
-        unsafe { Shared::release(shared) };
+        unsafe { Header::release(header.as_ptr()) };
         Poll::Ready(outcome.resume().transpose())
     }
 }
 
 impl<S: Sender> Drop for SenderFuture<S> {
     fn drop(&mut self) {
-        if let FutureState::Running(shared) = self.state {
-            // SAFETY: the future's reference keeps the block alive; the request may run
-            // the operation's stop callbacks here, which is what dropping asks for.
-            unsafe {
-                shared.as_ref().stop.request_stop();
-                Shared::release(shared);
-            }
+        if let FutureState::Running(header) = self.state {
+            // SAFETY: the future owns its side of the block and gives it up once; the
+            // stop request may run the operation's stop callbacks here, which is what
+            // dropping asks for.
+            unsafe { Header::abandon(header.as_ptr()) };
         }
     }
 }
@@ -356,16 +203,7 @@ pub fn from_future<F: Future>(fut: F) -> FromFuture<F> {
     FromFuture { fut }
 }
 
-impl<F: Future> Sender for FromFuture<F> {
-    type Value = F::Output;
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([F: Future] FromFuture<F> { value = F::Output, error = Infallible, stopped = true, domain = NoDomain });
 
 const IDLE: usize = 0;
 const SCHEDULED: usize = 1;
@@ -431,17 +269,8 @@ enum Hop {
 }
 
 /// The receiver of the hop onto the scheduler: runs a poll there. It names the
-/// operation only by an erased pointer (the operation's type names the hop's).
-pub struct PollHop {
-    op: *const (),
-    run: unsafe fn(*const (), Hop),
-}
-
-// SAFETY: the hop runs the poll on the scheduler's thread; the operation it points to is
-// `Send` (its future and receiver are, by the `SenderTo` impl).
-unsafe impl Send for PollHop {}
-// SAFETY: a shared reference only reaches `env()`, a constant.
-unsafe impl Sync for PollHop {}
+/// operation only by a job (the operation's type names the hop's).
+pub struct PollHop(JobRef<Hop>);
 
 impl Receiver<(), Infallible> for PollHop {
     type Env = EmptyEnv;
@@ -449,20 +278,18 @@ impl Receiver<(), Infallible> for PollHop {
         &EmptyEnv
     }
     fn set_value(self, (): ()) {
-        // SAFETY: the scheduled poll; the operation is alive (not `DEAD`).
-        unsafe { (self.run)(self.op, Hop::Poll) }
+        self.0.run(Hop::Poll)
     }
     fn set_error(self, error: Infallible) {
         match error {}
     }
     fn set_stopped(self) {
         // The scheduler refused the poll (e.g. a pool shutting down): stop the future.
-        // SAFETY: as above.
-        unsafe { (self.run)(self.op, Hop::Refused) }
+        self.0.run(Hop::Refused)
     }
     fn set_panic(self, panic: Panic) {
-        // SAFETY: as above; the future is dropped and the panic delivered.
-        unsafe { (self.run)(self.op, Hop::Panicked(panic)) }
+        // The future is dropped and the panic delivered.
+        self.0.run(Hop::Panicked(panic))
     }
 }
 
@@ -538,7 +365,10 @@ where
             let rcvr = (*(*this).rcvr.get()).as_ref().expect("from_future: receiver");
             // The env and the scheduler's `schedule`/`connect` are user code: a panic
             // there is handled as a panicking hop.
-            match catch(|| rcvr.env().scheduler().hop(PollHop { op, run: Self::hopped })) {
+            // The hop's job is the scheduled poll: the operation is alive until a poll
+            // completes it, and it is `Send`.
+            let poll = PollHop(JobRef::new(this, Self::hopped));
+            match catch(|| rcvr.env().scheduler().hop(poll)) {
                 Ok(Some(hop)) => Pin::new_unchecked((*(*this).hop.get()).insert(hop)).start(),
                 Ok(None) => Self::run(this),
                 Err(p) => Self::hopped(op, Hop::Panicked(p)),
@@ -677,6 +507,7 @@ mod loom_tests {
     //! The `into_awaitable` block under loom: the future's drop, or its second poll,
     //! racing the operation's completion on another thread.
     use super::*;
+    use crate::scheduler::NoScheduler;
     use crate::sync::thread;
     use loom::sync::atomic::AtomicUsize as Count;
     use std::task::Wake;
@@ -691,6 +522,7 @@ mod loom_tests {
 
     type Rcvr = AwaitReceiver<Counted, ()>;
     type Handle = Arc<Mutex<Option<Rcvr>>>;
+    use crate::sync::{Mutex, lock};
 
     /// A sender whose operation hands its receiver to the model, which completes it on
     /// another thread.

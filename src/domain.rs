@@ -8,7 +8,9 @@
 //! |---|---|---|
 //! | [`Domain::transform_then`] | [`then`](crate::SenderExt::then) | `transform_sender` |
 //! | [`Domain::transform_bulk`] | [`bulk`](crate::SenderExt::bulk) | `transform_sender` |
+//! | [`Domain::transform_bulk_each`] | [`bulk_each`](crate::SenderExt::bulk_each) | `transform_sender` |
 //! | [`Domain::transform_when_all`] | [`when_all`](crate::when_all) | `transform_sender` |
+//! | [`Domain::apply_spawn`] | [`spawn`](crate::spawn()), [`spawn_future`](crate::spawn_future) | `apply_sender` |
 //! | [`Domain::apply_sync_wait`] | [`sync_wait`](crate::sync_wait) | `apply_sender` |
 //!
 //! **Early** customization happens when an algorithm builds its sender: if the
@@ -28,9 +30,9 @@ use crate::adaptors::then::{Then, ThenFn};
 use crate::adaptors::when_all::{SenderTuple, WhenAll};
 use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
 use crate::env::{EmptyEnv, Env};
+use crate::job::SpawnedOp;
 use crate::scheduler::MaybeScheduler;
 use crate::sender::{Sender, SenderTo};
-use crate::spawn::SpawnedOp;
 
 /// An execution domain: a tag type that selects implementations of the customizable
 /// algorithms.

@@ -4,10 +4,10 @@ use std::convert::Infallible;
 
 use crate::adaptors::bulk::{self, BulkOutcome};
 use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
+use crate::adaptors::continues_on::{ScheduleFrom, schedule_from};
 use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::then::{self, UponError, UponStopped};
-use crate::adaptors::transfer::{ScheduleFrom, schedule_from};
 use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::any::{AnyReceiver, AnySender};
 use crate::bridge::{AwaitReceiver, SenderFuture};

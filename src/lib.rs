@@ -66,6 +66,38 @@
 //! assert_eq!(sum.load(Ordering::Relaxed), 10);
 //! ```
 //!
+//! # Where things are
+//!
+//! One concept per module, from the lowest layer up: each builds on those above it in
+//! the table (the domain hooks and the algorithms they name are the one circle). The
+//! larger directories (`adaptors/`, `pool/`, `scope/`) map their own files in their
+//! `mod.rs`. `tests/module_map.rs` checks that this map names every
+//! module and only modules that exist.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `src/sync.rs` | the one sync facade: std's atomics and locks, loom's under `--cfg loom` |
+//! | `src/job.rs` | `JobRef` and [`SpawnedOp`](crate::scope::SpawnedOp): the one type-erased "run this, once" |
+//! | `src/panic.rs` | [`Panic`], catching user panics, the abort guard of code that must not unwind |
+//! | `src/block.rs` | heap blocks recycled per thread, for everything allocated while work runs |
+//! | `src/inplace.rs` | `InPlace`: an optional value built where it lives |
+//! | `src/stop/` | in-place stop tokens, callbacks, merged sources, and the forwarder of stop requests |
+//! | `src/env.rs` | environments and queries |
+//! | `src/sender.rs`, `src/receiver.rs`, `src/scheduler.rs` | the core traits ([`Sender`], [`Receiver`], [`OperationState`], [`Scheduler`], [`Awaitable`]) and the `sender!` macro that declares the crate's senders |
+//! | `src/domain.rs` | domains: the customization hooks and early and late dispatch (P2999) |
+//! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
+//! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env` |
+//! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
+//! | `src/consumers/` | `sync_wait` |
+//! | `src/schedulers/` | `RunLoop`, `InlineScheduler`, `SingleThreadContext` |
+//! | `src/ext.rs` | [`SenderExt`], the methods that chain adaptors |
+//! | `src/pool/` | [`StaticThreadPool`], its scheduler and its domain; the default pool |
+//! | `src/scope/` | async scopes: tokens, `nest`, `spawn`, `spawn_future`, the counting scopes, `let_async_scope` |
+//! | `src/task/` | [`Task`] and the scheduler it shows the senders it awaits |
+//! | `src/any.rs` | [`AnySender`], the type-erased sender |
+//! | `src/bridge.rs` | senders as Rust futures and futures as senders |
+//! | `src/prelude.rs` | the names a program types |
+//!
 //! # The papers
 //!
 //! `docs/DESIGN.md` in the repository maps each facility of the papers to its Rust
@@ -84,6 +116,7 @@ pub mod env;
 mod ext;
 pub mod factories;
 mod inplace;
+mod job;
 mod outcome;
 mod panic;
 pub mod pool;
@@ -93,7 +126,6 @@ mod scheduler;
 pub mod schedulers;
 pub mod scope;
 mod sender;
-mod spawn;
 pub mod stop;
 mod sync;
 pub mod task;
@@ -113,11 +145,13 @@ pub use pool::{default_pool, parallel_scheduler};
 pub use receiver::Receiver;
 pub use scheduler::{Scheduler, schedule};
 pub use schedulers::{InlineScheduler, RunLoop, RunLoopScheduler, SingleThreadContext, SingleThreadScheduler};
+#[allow(deprecated)]
+pub use scope::SimpleToken;
 pub use scope::{
-    CountingScope, CountingToken, LetScopeToken, ScopeToken, SimpleCountingScope, SimpleToken, Spawnable,
+    CountingScope, CountingToken, LetScopeToken, ScopeToken, SimpleCountingScope, SimpleCountingToken, Spawnable,
     let_async_scope, nest, spawn, spawn_future,
 };
-pub use sender::{OperationState, Sender, SenderTo};
+pub use sender::{Awaitable, OperationState, Sender, SenderTo};
 pub use stop::{InplaceStopSource, StopCallback, StopToken};
 pub use task::{Task, awaited, change_scheduler};
 

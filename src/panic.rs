@@ -75,3 +75,12 @@ pub(crate) fn discard<T>(data: T) -> Result<(), Panic> {
 pub(crate) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
     catch_unwind(AssertUnwindSafe(f)).map_err(Panic::new)
 }
+/// Aborts the process if dropped during an unwind through code that must not unwind.
+pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        eprintln!("senders: {}; aborting (completions and `start` must not unwind)", self.0);
+        std::process::abort();
+    }
+}

@@ -3,6 +3,7 @@
 use std::pin::Pin;
 
 use crate::domain::MaybeDomain;
+use crate::job::JobRef;
 use crate::receiver::Receiver;
 use crate::scheduler::MaybeScheduler;
 
@@ -110,16 +111,134 @@ pub trait OperationState {
     unsafe fn start(self: Pin<&mut Self>);
 }
 
-/// Implements [`Sender`] for an adaptor whose predecessor is its `sndr` field and whose
+/// The job that starts the operation state at `op`, in place.
+///
+/// # Safety
+///
+/// `op` is a pinned, unstarted operation state that stays alive until it completes, and
+/// that may be started on any thread; the job is run once.
+pub(crate) unsafe fn start_job<Op: OperationState>(op: *const Op) -> JobRef {
+    // SAFETY: the caller's contract.
+    unsafe { JobRef::new(op, start_at::<Op>) }
+}
+
+/// # Safety
+///
+/// As for [`start_job`]: `op` is the `Op` it was given, started once.
+unsafe fn start_at<Op: OperationState>(op: *const (), (): ()) {
+    // SAFETY: the caller's contract.
+    unsafe { Pin::new_unchecked(&mut *op.cast_mut().cast::<Op>()).start() }
+}
+
+/// A sender that a [`Task`](crate::Task) can `.await`: every sender that connects to the
+/// receiver of an awaited sender (implemented in `task`, for all of them).
+///
+/// Every sender of this crate is `.await`able inside a task because its `IntoFuture`
+/// goes through this trait (the crate declares each sender with one macro that writes
+/// both). A sender of another crate is awaited with [`awaited`](crate::awaited) (or
+/// [`SenderExt::awaited`](crate::SenderExt::awaited)), or made `.await`able the same way:
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::future::IntoFuture;
+/// use std::pin::Pin;
+/// use senders::{Awaitable, OperationState, Receiver, Sender, SenderTo, Task, sync_wait};
+/// use senders::{domain::NoDomain, schedulers::NoScheduler};
+///
+/// struct Seven;
+/// impl Sender for Seven {
+///     type Value = i32;
+///     type Error = Infallible;
+///     const SENDS_STOPPED: bool = false;
+///     type Domain = NoDomain;
+///     type CompletionScheduler = NoScheduler;
+///     fn completion_scheduler(&self) -> NoScheduler { NoScheduler }
+/// }
+/// struct SevenOp<R>(Option<R>);
+/// impl<R: Receiver<i32, Infallible>> SenderTo<R> for Seven {
+///     type Operation = SevenOp<R>;
+///     fn connect(self, rcvr: R) -> SevenOp<R> { SevenOp(Some(rcvr)) }
+/// }
+/// impl<R: Receiver<i32, Infallible>> OperationState for SevenOp<R> {
+///     unsafe fn start(self: Pin<&mut Self>) {
+///         // SAFETY: nothing is structurally pinned.
+///         let this = unsafe { self.get_unchecked_mut() };
+///         this.0.take().expect("started once").set_value(7);
+///     }
+/// }
+/// impl IntoFuture for Seven {
+///     type Output = Result<i32, Infallible>;
+///     type IntoFuture = <Self as Awaitable>::Awaited;
+///     fn into_future(self) -> Self::IntoFuture {
+///         self.into_awaited()
+///     }
+/// }
+///
+/// let task: Task<'_, i32> = Task::new(async { Ok(Seven.await? * 6) });
+/// assert_eq!(sync_wait(task).unwrap(), Some(42));
+/// ```
+pub trait Awaitable: Sender {
+    /// The future that `.await` inside a task polls.
+    type Awaited: Future<Output = Result<Self::Value, Self::Error>>;
+    /// Makes it; nothing starts until a task polls it.
+    fn into_awaited(self) -> Self::Awaited;
+}
+
+/// Declares a sender of this crate: implements [`Sender`] for it, and `IntoFuture`
+/// through [`Awaitable`], so that every sender of the crate can be `.await`ed in a
+/// [`Task`](crate::Task). Every `impl Sender` of the crate is written through it (or
+/// [`adaptor_sender!`], which uses it); `tests/awaitable.rs` checks that none is
+/// written by hand.
+///
+/// - `sender!([generics] Type where [bounds] { value = V, error = E, stopped = expr, domain = D });`
+///   for a sender with no known completion scheduler;
+/// - `sender!(impl [generics] Type where [bounds] { the items of `Sender` });` for any other.
+macro_rules! sender {
+    ([$($g:tt)*] $ty:ty $(where [$($w:tt)*])? { value = $v:ty, error = $e:ty, stopped = $st:expr, domain = $d:ty $(,)? }) => {
+        $crate::sender::sender!(impl [$($g)*] $ty $(where [$($w)*])? {
+            type Value = $v;
+            type Error = $e;
+            const SENDS_STOPPED: bool = $st;
+            type Domain = $d;
+            type CompletionScheduler = $crate::scheduler::NoScheduler;
+            fn completion_scheduler(&self) -> $crate::scheduler::NoScheduler {
+                $crate::scheduler::NoScheduler
+            }
+        });
+    };
+    (impl [$($g:tt)*] $ty:ty $(where [$($w:tt)*])? { $($body:tt)* }) => {
+        impl<$($g)*> $crate::sender::Sender for $ty
+        where
+            $($($w)*)?
+        {
+            $($body)*
+        }
+
+        impl<$($g)*> ::core::future::IntoFuture for $ty
+        where
+            $ty: $crate::sender::Awaitable,
+            $($($w)*)?
+        {
+            type Output = ::core::result::Result<
+                <$ty as $crate::sender::Sender>::Value,
+                <$ty as $crate::sender::Sender>::Error,
+            >;
+            type IntoFuture = <$ty as $crate::sender::Awaitable>::Awaited;
+            fn into_future(self) -> Self::IntoFuture {
+                $crate::sender::Awaitable::into_awaited(self)
+            }
+        }
+    };
+}
+pub(crate) use sender;
+
+/// Declares (with [`sender!`]) an adaptor whose predecessor is its `sndr` field and whose
 /// domain and completion scheduler are the predecessor's.
 ///
 /// `adaptor_sender!([generics] Type where [bounds] { value = V, error = E, stopped = expr });`
 macro_rules! adaptor_sender {
     ([$($g:tt)*] $ty:ty where [$($w:tt)*] { value = $v:ty, error = $e:ty, stopped = $st:expr $(,)? }) => {
-        impl<$($g)*> $crate::sender::Sender for $ty
-        where
-            $($w)*
-        {
+        $crate::sender::sender!(impl [$($g)*] $ty where [$($w)*] {
             type Value = $v;
             type Error = $e;
             const SENDS_STOPPED: bool = $st;
@@ -128,7 +247,7 @@ macro_rules! adaptor_sender {
             fn completion_scheduler(&self) -> Self::CompletionScheduler {
                 self.sndr.completion_scheduler()
             }
-        }
+        });
     };
 }
 pub(crate) use adaptor_sender;

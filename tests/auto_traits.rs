@@ -10,7 +10,7 @@ use std::convert::Infallible;
 
 use senders::{
     CountingScope, CountingToken, EmptyEnv, InlineScheduler, InplaceStopSource, Panic, Receiver, RunLoop,
-    RunLoopScheduler, Scheduler, SenderExt, SenderTo, SimpleCountingScope, SimpleToken, SingleThreadContext,
+    RunLoopScheduler, Scheduler, SenderExt, SenderTo, SimpleCountingScope, SimpleCountingToken, SingleThreadContext,
     SingleThreadScheduler, StopToken, consumers::SyncWaitReceiver, domain::NoDomain, factories::Just, just, nest, on,
     scope::ScopeAssociation, scope::SpawnFuture, spawn_future, starts_on, when_all,
 };
@@ -124,7 +124,7 @@ fn operation_states_are_send_when_the_receiver_is() {
 #[test]
 fn scope_handles_tokens_and_futures_cross_threads() {
     fn assert_copy<T: Copy + Send + Sync + 'static>() {}
-    assert_copy::<SimpleToken>();
+    assert_copy::<SimpleCountingToken>();
     assert_copy::<CountingToken>();
     assert_send::<CountingScope>();
     assert_sync::<CountingScope>();

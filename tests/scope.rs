@@ -929,7 +929,7 @@ static SECOND_RAN: AtomicBool = AtomicBool::new(false);
 /// type (whose block reuses the first one's if it was freed early).
 struct SpawnAgain {
     source: &'static InplaceStopSource,
-    token: SimpleToken,
+    token: SimpleCountingToken,
 }
 impl Env for SpawnAgain {
     type Scheduler = NoScheduler;

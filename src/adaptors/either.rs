@@ -8,8 +8,7 @@ use std::pin::Pin;
 
 use crate::domain::CommonDomain;
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, Sender, SenderTo, sender};
 
 /// One of two senders with the same value and error types, so that the branches of an
 /// `if`/`else` or a `match` may return different sender types without boxing (like
@@ -49,21 +48,9 @@ pub enum EitherSender<L, R> {
     Right(R),
 }
 
-impl<L, R> Sender for EitherSender<L, R>
-where
-    L: Sender,
+sender!([L, R] EitherSender<L, R> where [L: Sender,
     R: Sender<Value = L::Value, Error = L::Error>,
-    L::Domain: CommonDomain<R::Domain>,
-{
-    type Value = L::Value;
-    type Error = L::Error;
-    const SENDS_STOPPED: bool = L::SENDS_STOPPED || R::SENDS_STOPPED;
-    type Domain = <L::Domain as CommonDomain<R::Domain>>::Out;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+    L::Domain: CommonDomain<R::Domain>] { value = L::Value, error = L::Error, stopped = L::SENDS_STOPPED || R::SENDS_STOPPED, domain = <L::Domain as CommonDomain<R::Domain>>::Out });
 
 /// Which side's operation an [`EitherOp`] holds.
 enum Branch<A, B> {

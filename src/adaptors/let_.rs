@@ -20,7 +20,7 @@ use crate::inplace::InPlace;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler};
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::StopToken;
 
 /// Marker: the value channel starts the second sender.
@@ -93,21 +93,9 @@ impl<S: Sender, F: FnOnce() -> S2, S2: Sender<Value = S::Value, Error = S::Error
     }
 }
 
-/// The domain of a `let_*` sender is the one its predecessor and second sender share
-/// (P2999 §2.4 item 14): two different known domains do not compile.
-impl<K: LetKind<S, F>, S: Sender, F> Sender for Let<K, S, F>
-where
-    S::Domain: CommonDomain<<K::Second as Sender>::Domain>,
-{
-    type Value = K::Value;
-    type Error = K::Error;
-    const SENDS_STOPPED: bool = K::SENDS_STOPPED;
-    type Domain = <S::Domain as CommonDomain<<K::Second as Sender>::Domain>>::Out;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+// The domain of a `let_*` sender is the one its predecessor and second sender share
+// (P2999 §2.4 item 14): two different known domains do not compile.
+sender!([K: LetKind<S, F>, S: Sender, F] Let<K, S, F> where [S::Domain: CommonDomain<<K::Second as Sender>::Domain>] { value = K::Value, error = K::Error, stopped = K::SENDS_STOPPED, domain = <S::Domain as CommonDomain<<K::Second as Sender>::Domain>>::Out });
 
 /// What the second sender's receiver needs: the final receiver and the predecessor's
 /// scheduler.

@@ -4,14 +4,27 @@
 //!
 //! Users rarely name these types: they are what the methods return, spelled out here
 //! for signatures and for the documentation of their completions.
+//!
+//! | file | what |
+//! |---|---|
+//! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
+//! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
+//! | `bulk.rs` | `bulk`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
+//! | `when_all.rs` | `when_all`, and the start policies a domain plugs in |
+//! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
+//! | `on.rs` | `on` |
+//! | `stop_when.rs` | `stop_when` |
+//! | `write_env.rs` | `write_env` and `prop` |
+//! | `channels.rs` | the channel reshapers: `into_variant`, `map_error`, `stopped_as_*`, `with_error` |
+//! | `either.rs` | `EitherSender` |
 pub(crate) mod bulk;
 pub(crate) mod channels;
+pub(crate) mod continues_on;
 pub(crate) mod either;
 pub(crate) mod let_;
 pub(crate) mod on;
 pub(crate) mod stop_when;
 pub(crate) mod then;
-pub(crate) mod transfer;
 pub(crate) mod when_all;
 pub(crate) mod write_env;
 
@@ -22,17 +35,27 @@ pub use channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
     StoppedAsOptional, StoppedAsOptionalReceiver, WithError, WithErrorReceiver,
 };
+pub use continues_on::{
+    ContinuesOnHopReceiver, ContinuesOnReceiver, ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver,
+    StartsOnOp, StartsOnReceiver, schedule_from, starts_on,
+};
 pub use either::{EitherOp, EitherSender};
 pub use let_::{Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, OnError, OnStopped, OnValue};
 pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
-pub use transfer::{
-    ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnOp, StartsOnReceiver, TransferHopReceiver,
-    TransferReceiver, schedule_from, starts_on,
-};
 pub use when_all::{
-    ConnectTuple, DomainFold, SenderTuple, Sequential, Shared as WhenAllShared, Slot, StartPolicy, WhenAll,
-    WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_with_variant,
+    ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared, StartPolicy,
+    ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_with_variant,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
+
+/// The old name of [`ValueCell`].
+#[deprecated(since = "0.1.0", note = "renamed `ValueCell`")]
+pub type Slot<T> = ValueCell<T>;
+/// The old name of [`ContinuesOnReceiver`].
+#[deprecated(since = "0.1.0", note = "renamed `ContinuesOnReceiver`")]
+pub type TransferReceiver<Sch, V, E, R> = ContinuesOnReceiver<Sch, V, E, R>;
+/// The old name of [`ContinuesOnHopReceiver`].
+#[deprecated(since = "0.1.0", note = "renamed `ContinuesOnHopReceiver`")]
+pub type TransferHopReceiver<V, E, R> = ContinuesOnHopReceiver<V, E, R>;

@@ -9,16 +9,16 @@
 use std::marker::PhantomPinned;
 use std::pin::Pin;
 
-use crate::adaptors::transfer::{
-    ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnReceiver, TransferHopReceiver, TransferReceiver,
+use crate::adaptors::continues_on::{
+    ContinuesOnHopReceiver, ContinuesOnReceiver, ScheduleFromOp, StartsOn, StartsOnHopReceiver, StartsOnReceiver,
     schedule_from, starts_on,
 };
 use crate::domain::NoDomain;
 use crate::env::Env;
 use crate::panic::{catch, discard};
 use crate::receiver::Receiver;
-use crate::scheduler::{NoScheduler, Scheduler};
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::scheduler::Scheduler;
+use crate::sender::{OperationState, Sender, SenderTo, sender};
 
 /// The sender of [`on(sch, sndr)`](on()): starts `sndr` on `sch`, then completes on the
 /// scheduler of the receiver's environment.
@@ -38,7 +38,7 @@ pub struct On<Sch, S> {
 /// panic).
 ///
 /// **The receiver's environment must have a scheduler.** Connecting `on` to a receiver
-/// whose environment has [`NoScheduler`] (the receiver of [`spawn`](crate::spawn()), for
+/// whose environment has [`NoScheduler`](crate::schedulers::NoScheduler) (the receiver of [`spawn`](crate::spawn()), for
 /// instance) does not compile: there is nowhere to come back to, and silently completing
 /// where `sndr` completed would break the one promise `on` makes. Use [`starts_on`] there
 /// (the P3149 and P3296 examples' `on` is P2999's name for `starts_on`; under a
@@ -72,22 +72,13 @@ pub fn on<Sch: Scheduler, S: Sender>(sch: Sch, sndr: S) -> On<Sch, S> {
     On { sch, sndr }
 }
 
-impl<Sch: Scheduler, S: Sender> Sender for On<Sch, S> {
-    type Value = S::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([Sch: Scheduler, S: Sender] On<Sch, S> { value = S::Value, error = S::Error, stopped = true, domain = NoDomain });
 
 /// The scheduler of `R`'s environment, which `on` comes back to.
 type Back<R, V, E> = <<R as Receiver<V, E>>::Env as Env>::Scheduler;
 
 /// The receiver `starts_on(sch, sndr)` completes to: `continues_on`'s, hopping to `back`.
-type Mid<S, R> = TransferReceiver<
+type Mid<S, R> = ContinuesOnReceiver<
     Back<R, <S as Sender>::Value, <S as Sender>::Error>,
     <S as Sender>::Value,
     <S as Sender>::Error,
@@ -105,7 +96,7 @@ where
     Back<R, S::Value, S::Error>: Scheduler,
     S: SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, Mid<S, R>>>,
     Sch::Sender: SenderTo<StartsOnHopReceiver<Sch, S, Mid<S, R>>>,
-    <Back<R, S::Value, S::Error> as Scheduler>::Sender: SenderTo<TransferHopReceiver<S::Value, S::Error, R>>,
+    <Back<R, S::Value, S::Error> as Scheduler>::Sender: SenderTo<ContinuesOnHopReceiver<S::Value, S::Error, R>>,
 {
     pending: Option<(Sch, S, R)>,
     op: Option<ComposedOp<Sch, S, R>>,
@@ -118,7 +109,7 @@ where
     Back<R, S::Value, S::Error>: Scheduler,
     S: SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, Mid<S, R>>>,
     Sch::Sender: SenderTo<StartsOnHopReceiver<Sch, S, Mid<S, R>>>,
-    <Back<R, S::Value, S::Error> as Scheduler>::Sender: SenderTo<TransferHopReceiver<S::Value, S::Error, R>>,
+    <Back<R, S::Value, S::Error> as Scheduler>::Sender: SenderTo<ContinuesOnHopReceiver<S::Value, S::Error, R>>,
 {
     type Operation = OnOp<Sch, S, R>;
     fn connect(self, receiver: R) -> OnOp<Sch, S, R> {
@@ -132,7 +123,7 @@ where
     Back<R, S::Value, S::Error>: Scheduler,
     S: SenderTo<StartsOnReceiver<Sch, <S as Sender>::Value, <S as Sender>::Error, Mid<S, R>>>,
     Sch::Sender: SenderTo<StartsOnHopReceiver<Sch, S, Mid<S, R>>>,
-    <Back<R, S::Value, S::Error> as Scheduler>::Sender: SenderTo<TransferHopReceiver<S::Value, S::Error, R>>,
+    <Back<R, S::Value, S::Error> as Scheduler>::Sender: SenderTo<ContinuesOnHopReceiver<S::Value, S::Error, R>>,
 {
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: `pending` is not structurally pinned (it is moved out); `op` is written

@@ -34,7 +34,7 @@ pub fn stop_when<S: Sender>(sndr: S, token: StopToken<'_>) -> StopWhen<'_, S> {
     StopWhen { sndr, token }
 }
 
-adaptor_sender!([S: Sender] StopWhen<'_, S> where [] {
+adaptor_sender!(['a, S: Sender] StopWhen<'a, S> where [] {
     value = S::Value, error = S::Error, stopped = true
 });
 

@@ -5,7 +5,7 @@
 //! child stopped, `set_stopped` (also requesting stop on the siblings). A stop request
 //! from the receiver's environment is forwarded to every child.
 //!
-//! The operation state holds the children's operation states, their value slots, the
+//! The operation state holds the children's operation states, their value cells, the
 //! stop source shared by the children, and the callback that forwards the parent's
 //! stop request. Children are connected when the operation starts (when its address is
 //! fixed), so each child's receiver is a pointer into the parent.
@@ -17,7 +17,7 @@
 //! | `FAILED` | the first failure is stored in `failure` | nobody: terminal |
 //!
 //! `count` starts at the number of children; each child decrements it after writing
-//! its slot or failure (`AcqRel`), and the one that brings it to zero completes the
+//! its cell or failure (`AcqRel`), and the one that brings it to zero completes the
 //! parent.
 
 use std::cell::{Cell, UnsafeCell};
@@ -29,11 +29,12 @@ use std::pin::Pin;
 
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
 use crate::env::Env;
+use crate::job::JobRef;
+use crate::outcome::Failure;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
+use crate::sender::{OperationState, Sender, SenderTo, sender, start_job};
+use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken};
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// Folds the domains of a list of children into their common domain.
@@ -48,17 +49,17 @@ impl<D: MaybeDomain + CommonDomain<T::Out>, T: DomainFold> DomainFold for (D, T)
     type Out = <D as CommonDomain<T::Out>>::Out;
 }
 
-/// One child's value slot. Each child has its own cell, so a model checker sees the
+/// One child's value cell. Each child has its own cell, so a model checker sees the
 /// children's writes as independent.
-pub struct Slot<T>(sync::UnsafeCell<Option<T>>);
+pub struct ValueCell<T>(sync::UnsafeCell<Option<T>>);
 
-impl<T> Slot<T> {
+impl<T> ValueCell<T> {
     fn empty() -> Self {
-        Slot(sync::UnsafeCell::new(None))
+        ValueCell(sync::UnsafeCell::new(None))
     }
     /// # Safety
     ///
-    /// Only this slot's child writes it, once, before it arrives.
+    /// Only this cell's child writes it, once, before it arrives.
     unsafe fn put(&self, value: T) {
         // SAFETY: exclusive by the caller's contract.
         self.0.with_mut(|p| unsafe { *p = Some(value) })
@@ -77,8 +78,8 @@ impl<T> Slot<T> {
 pub trait SenderTuple: Sized {
     /// The tuple of the children's values.
     type Values;
-    /// One [`Slot`] per child value.
-    type Slots;
+    /// One [`ValueCell`] per child value.
+    type ValueCells;
     /// The shared error type.
     type Error;
     /// Whether some child may complete stopped.
@@ -87,14 +88,14 @@ pub trait SenderTuple: Sized {
     type Domain: MaybeDomain;
     /// The number of children.
     const LEN: usize;
-    /// Empty slots.
-    fn empty_slots() -> Self::Slots;
-    /// The values, once every slot is filled.
+    /// Empty cells.
+    fn empty_cells() -> Self::ValueCells;
+    /// The values, once every cell is filled.
     ///
     /// # Safety
     ///
     /// Every child has delivered its value and arrived.
-    unsafe fn take_values(slots: &Self::Slots) -> Self::Values;
+    unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values;
 }
 
 /// A [`SenderTuple`] whose children can all be connected to `when_all`'s receivers.
@@ -116,17 +117,17 @@ pub trait ConnectTuple<R>: SenderTuple {
     /// started. Once the last child is started, `ops` may already be gone.
     unsafe fn start_all(ops: *mut Self::Ops);
 
-    /// Offers every child but the first to `fork` (a pointer to its operation and the
-    /// function that starts it, to be called exactly once, on any thread); children
-    /// `fork` declines (returns `false`) start inline. The first child is left to
-    /// [`start_first`](Self::start_first).
+    /// Offers every child but the first to `fork`, as the job that starts it (to be run
+    /// on any thread); a child whose job `fork` gives back (returns `Some`) starts inline.
+    /// The first child is left to [`start_first`](Self::start_first).
     ///
     /// # Safety
     ///
     /// As for `start_all`, except that the first child must still be started after
-    /// this; `fork` must call each accepted start function exactly once while the
-    /// operation is alive (it stays alive until every child has completed).
-    unsafe fn fork_rest(ops: *mut Self::Ops, fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool);
+    /// this; `fork` must run each job it keeps while the operation is alive (it stays
+    /// alive until every child has completed).
+    #[doc(hidden)]
+    unsafe fn fork_rest(ops: *mut Self::Ops, fork: impl FnMut(ForkJob) -> Option<ForkJob>);
 
     /// Starts the first child.
     ///
@@ -136,15 +137,26 @@ pub trait ConnectTuple<R>: SenderTuple {
     unsafe fn start_first(ops: *mut Self::Ops);
 }
 
-/// Starts the operation state of type `Op` at `op`: the type-erased start that
-/// [`ConnectTuple::fork_rest`] hands out.
-///
-/// # Safety
-///
-/// `op` points to a pinned, unstarted `Op` that stays alive until it completes.
-pub(crate) unsafe fn start_erased<Op: OperationState>(op: *const ()) {
-    // SAFETY: forwarded from the caller.
-    unsafe { Pin::new_unchecked(&mut *op.cast_mut().cast::<Op>()).start() }
+/// The operation state of one child of a `when_all`, aligned so that a job (see
+/// [`ForkJob`]) can point to it.
+#[repr(C, align(2))]
+pub struct ChildOp<Op>(Op);
+
+impl<Op: OperationState> OperationState for ChildOp<Op> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: structural pinning of the one field; `start`'s contract is forwarded.
+        unsafe { self.map_unchecked_mut(|c| &mut c.0).start() }
+    }
+}
+
+/// The job that starts one child of a `when_all`: what [`ConnectTuple::fork_rest`] offers
+/// to be run elsewhere. (Crate-private: only the crate's start policies can run one.)
+pub struct ForkJob(pub(crate) JobRef);
+
+impl std::fmt::Debug for ForkJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ForkJob").finish_non_exhaustive()
+    }
 }
 
 /// How a `when_all` operation starts its children.
@@ -182,59 +194,10 @@ const RUNNING: u8 = 0;
 const STOPPED: u8 = 1;
 const FAILED: u8 = 2;
 
-enum Failure<E> {
-    Error(E),
-    Panic(Panic),
-}
-
-/// Forwards the parent's stop request to the children's source.
-///
-/// Registered by `Shared::link`, the first time a child asks for its stop token. It
-/// holds a count of the operation while it runs `request_stop`: the children's stop
-/// callbacks may complete them inline, and without the extra count the last of them
-/// could complete (and free) the operation while `request_stop` is still walking the
-/// source inside it. It is not generic, so the shared state can name it; `arrive` is
-/// the shared state's own arrival function.
-pub(crate) struct ForwardStop {
-    count: *const AtomicUsize,
-    source: *const InplaceStopSource,
-    shared: *const (),
-    arrive: unsafe fn(*const ()),
-}
-
-// SAFETY: a `ForwardStop` is only created by `Shared::link` of a `WhenAllOp`, whose impl requires the
-// final receiver and the results to be `Send`; that is what running `arrive` (and so
-// possibly the completion) on the stop-requesting thread needs. The pointers target
-// atomics and a `Sync` source.
-unsafe impl Send for ForwardStop {}
-
-impl Invoke for ForwardStop {
-    fn invoke(self) {
-        // SAFETY: the callback is registered, so the operation is alive: `complete`
-        // deregisters it first, waiting for this call if it runs on another thread.
-        let count = unsafe { &*self.count };
-        let mut n = count.load(Ordering::Relaxed);
-        loop {
-            if n == 0 {
-                // Every child has arrived; the completer is waiting for us to return.
-                return;
-            }
-            match count.compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(actual) => n = actual,
-            }
-        }
-        // SAFETY: our count keeps the operation alive until the `arrive` below.
-        unsafe { (*self.source).request_stop() };
-        // SAFETY: `arrive` belongs to `shared`'s type; we release the count we took.
-        unsafe { (self.arrive)(self.shared) };
-    }
-}
-
 /// The state that `when_all`'s children share.
 pub struct Shared<C: SenderTuple, R> {
     rcvr: UnsafeCell<Option<R>>,
-    slots: C::Slots,
+    cells: C::ValueCells,
     failure: sync::UnsafeCell<Option<Failure<C::Error>>>,
     state: AtomicU8,
     count: AtomicUsize,
@@ -243,6 +206,35 @@ pub struct Shared<C: SenderTuple, R> {
     /// `source` (see [`link`](Self::link)).
     linked: AtomicBool,
     on_parent_stop: sync::UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+}
+
+/// The parent's stop request is forwarded to the children's source under a count of the
+/// operation: the children's stop callbacks may complete them inline, and without the
+/// extra count the last of them could complete (and free) the operation while
+/// `request_stop` is still walking the source inside it.
+// SAFETY: a count keeps the operation, and its source, alive until `arrive` releases it.
+unsafe impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> ForwardTarget for Shared<C, R> {
+    type Hold = ();
+    fn hold(&self) -> Option<()> {
+        let mut n = self.count.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                // Every child has arrived; the completer is waiting for the forwarder.
+                return None;
+            }
+            match self.count.compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(()),
+                Err(actual) => n = actual,
+            }
+        }
+    }
+    fn source(&self) -> &InplaceStopSource {
+        &self.source
+    }
+    unsafe fn release(this: *const Self, (): ()) {
+        // SAFETY: the caller's contract: the count taken by `hold`, released once.
+        unsafe { Self::arrive(this) }
+    }
 }
 
 /// The window of [`Shared::start_first_deferring`] open on this thread: whose first child
@@ -301,7 +293,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// The one caller that wins `linked` registers the forwarder; others go on with the
     /// children's token at once (a parent stop requested meanwhile reaches it when the
     /// registration runs the forwarder). The winner is a child that has not arrived, so
-    /// its write of the slot happens before the last arrival, after which `complete`
+    /// its write of the cell happens before the last arrival, after which `complete`
     /// drops the forwarder.
     fn link(&self) {
         if self.linked.load(Ordering::Acquire) || self.linked.swap(true, Ordering::AcqRel) {
@@ -312,34 +304,21 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
             return;
         }
         // SAFETY: the parent's env outlives this operation's completion, and the callback
-        // is dropped in `complete` before the receiver is completed; the slot is written
-        // once, by the winner of `linked`, and read by `complete` after every arrival; the
-        // callback is pinned in place inside the pinned operation. A `WhenAllReceiver`
-        // exists only for an operation whose `SenderTo` impl requires the final receiver
-        // and the results to be `Send`, which the forwarder's `Send` impl relies on.
+        // is dropped in `complete` before the receiver is completed (which keeps the
+        // forwarder's target alive while it may run); the cell is written once, by the
+        // winner of `linked`, and read by `complete` after every arrival; the callback is
+        // pinned in place inside the pinned operation. A `WhenAllReceiver` exists only for
+        // an operation whose `SenderTo` impl requires the final receiver and the results
+        // to be `Send`, which forwarding (and so possibly completing) on the
+        // stop-requesting thread needs.
         unsafe {
             let token = token.detach();
-            let forward = ForwardStop {
-                count: &self.count,
-                source: &self.source,
-                shared: std::ptr::from_ref(self).cast(),
-                arrive: Self::arrive_erased,
-            };
-            self.on_parent_stop.with_mut(|slot| {
-                let cb = (*slot).insert(RawStopCallback::new(token, forward));
+            let forward = ForwardStop::new(self);
+            self.on_parent_stop.with_mut(|cell| {
+                let cb = (*cell).insert(RawStopCallback::new(token, forward));
                 Pin::new_unchecked(cb).register();
             });
         }
-    }
-
-    /// [`arrive`](Self::arrive) behind an erased pointer, for [`ForwardStop`].
-    ///
-    /// # Safety
-    ///
-    /// As for `arrive`; `this` points to a `Shared<C, R>`.
-    unsafe fn arrive_erased(this: *const ()) {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::arrive(this.cast()) }
     }
 
     /// A child has finished. On the thread that is starting this operation's first child
@@ -456,7 +435,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
             s.count.fetch_sub(held, Ordering::AcqRel);
         } else {
             // Release: the remaining child's arrival, on any thread, sees the noted
-            // children's slots through this store.
+            // children's cells through this store.
             s.count.store(1, Ordering::Release);
         }
     }
@@ -490,15 +469,11 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
             let rcvr = (*s.rcvr.get()).take().expect("when_all completes once");
             match s.state.load(Ordering::Relaxed) {
                 RUNNING => {
-                    let values = C::take_values(&s.slots);
+                    let values = C::take_values(&s.cells);
                     rcvr.set_value(values)
                 }
                 STOPPED => rcvr.set_stopped(),
-                _ => match s.failure.with_mut(|p| (*p).take()) {
-                    Some(Failure::Error(e)) => rcvr.set_error(e),
-                    Some(Failure::Panic(p)) => rcvr.set_panic(p),
-                    None => unreachable!("when_all: failed without a failure"),
-                },
+                _ => s.failure.with_mut(|p| (*p).take()).expect("when_all: failed without a failure").deliver(rcvr),
             }
         }
     }
@@ -508,7 +483,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
 /// environment: the parent's, with the children's shared stop token.
 pub struct WhenAllReceiver<V, C: SenderTuple, R> {
     shared: *const Shared<C, R>,
-    slot: *const Slot<V>,
+    cell: *const ValueCell<V>,
 }
 
 // SAFETY: a child may complete on another thread: it moves a `V` (and possibly the
@@ -525,7 +500,7 @@ where
 
 // SAFETY: a shared reference only reaches the environment: the parent env through
 // `R::env(&R)` (`R: Sync`, `R::Env: Sync`) and the children's stop source (`Sync`),
-// never a slot or a completion.
+// never a cell or a completion.
 unsafe impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error> + Sync> Sync for WhenAllReceiver<V, C, R> where
     R::Env: Sync
 {
@@ -561,10 +536,10 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Receiver<V, C::Error> 
         self
     }
     fn set_value(self, value: V) {
-        // SAFETY: `slot` is this child's own slot in the live shared state, written once
+        // SAFETY: `cell` is this child's own cell in the live shared state, written once
         // before this child arrives.
         unsafe {
-            (*self.slot).put(value);
+            (*self.cell).put(value);
             Shared::arrive_child(self.shared);
         }
     }
@@ -597,17 +572,17 @@ macro_rules! tuple_impls {
             nest!($S0::Domain $(, $S::Domain)*): DomainFold,
         {
             type Values = ($S0::Value, $($S::Value,)*);
-            type Slots = (Slot<$S0::Value>, $(Slot<$S::Value>,)*);
+            type ValueCells = (ValueCell<$S0::Value>, $(ValueCell<$S::Value>,)*);
             type Error = $S0::Error;
             const SENDS_STOPPED: bool = $S0::SENDS_STOPPED $(|| $S::SENDS_STOPPED)*;
             type Domain = <nest!($S0::Domain $(, $S::Domain)*) as DomainFold>::Out;
             const LEN: usize = $len;
-            fn empty_slots() -> Self::Slots {
-                (Slot::empty(), $(tuple_impls!(@empty $S),)*)
+            fn empty_cells() -> Self::ValueCells {
+                (ValueCell::empty(), $(tuple_impls!(@empty $S),)*)
             }
-            unsafe fn take_values(slots: &Self::Slots) -> Self::Values {
+            unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values {
                 // SAFETY: forwarded from the caller: every child has arrived.
-                unsafe { (slots.$i0.take(), $(slots.$i.take(),)*) }
+                unsafe { (cells.$i0.take(), $(cells.$i.take(),)*) }
             }
         }
 
@@ -618,14 +593,14 @@ macro_rules! tuple_impls {
             $S0: Sender + SenderTo<WhenAllReceiver<<$S0 as Sender>::Value, Self, R>>,
             $($S: Sender<Error = <$S0 as Sender>::Error> + SenderTo<WhenAllReceiver<<$S as Sender>::Value, Self, R>>,)*
         {
-            type Ops = ($S0::Operation, $($S::Operation,)*);
+            type Ops = (ChildOp<$S0::Operation>, $(ChildOp<$S::Operation>,)*);
             unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
-                // SAFETY: the caller guarantees `shared` is alive; the slots are only
-                // addressed here, and each child writes its own through `Slot::put`.
-                let slots: &Self::Slots = unsafe { &(*shared).slots };
+                // SAFETY: the caller guarantees `shared` is alive; the cells are only
+                // addressed here, and each child writes its own through `ValueCell::put`.
+                let cells: &Self::ValueCells = unsafe { &(*shared).cells };
                 (
-                    self.$i0.connect(WhenAllReceiver { shared, slot: &slots.$i0 }),
-                    $(self.$i.connect(WhenAllReceiver { shared, slot: &slots.$i }),)*
+                    ChildOp(self.$i0.connect(WhenAllReceiver { shared, cell: &cells.$i0 })),
+                    $(ChildOp(self.$i.connect(WhenAllReceiver { shared, cell: &cells.$i })),)*
                 )
             }
             unsafe fn start_all(ops: *mut Self::Ops) {
@@ -633,31 +608,31 @@ macro_rules! tuple_impls {
                 // no child can complete the parent before the last one is started, so
                 // `ops` is alive for every start but possibly not after the last.
                 unsafe {
-                    Pin::new_unchecked(&mut (*ops).$i0).start();
-                    $(Pin::new_unchecked(&mut (*ops).$i).start();)*
+                    Pin::new_unchecked(&mut (*ops).$i0.0).start();
+                    $(Pin::new_unchecked(&mut (*ops).$i.0).start();)*
                 }
             }
             #[allow(unused_mut, unused_variables)]
-            unsafe fn fork_rest(ops: *mut Self::Ops, mut fork: impl FnMut(*const (), unsafe fn(*const ())) -> bool) {
+            unsafe fn fork_rest(ops: *mut Self::Ops, mut fork: impl FnMut(ForkJob) -> Option<ForkJob>) {
                 $(
                     // SAFETY: as in `start_all`: the first child, started last, keeps the
                     // operation alive until every other child has been handed out or
-                    // started.
+                    // started; the job starts this child, pinned in place, once.
                     unsafe {
-                        let op: *const () = (&raw const (*ops).$i).cast();
-                        if !fork(op, start_erased::<$S::Operation>) {
-                            Pin::new_unchecked(&mut (*ops).$i).start();
+                        let job = ForkJob(start_job(&raw const (*ops).$i));
+                        if let Some(ForkJob(job)) = fork(job) {
+                            job.execute();
                         }
                     }
                 )*
             }
             unsafe fn start_first(ops: *mut Self::Ops) {
                 // SAFETY: forwarded from the caller.
-                unsafe { Pin::new_unchecked(&mut (*ops).$i0).start() }
+                unsafe { Pin::new_unchecked(&mut (*ops).$i0.0).start() }
             }
         }
     };
-    (@empty $S:ident) => { Slot::empty() };
+    (@empty $S:ident) => { ValueCell::empty() };
 }
 
 tuple_impls!(1; S0 0);
@@ -705,32 +680,9 @@ pub struct WhenAllImpl<C, P = Sequential> {
     _p: PhantomData<fn() -> P>,
 }
 
-macro_rules! when_all_sender {
-    ($name:ident) => {
-        impl<C: SenderTuple> Sender for $name<C> {
-            type Value = C::Values;
-            type Error = C::Error;
-            const SENDS_STOPPED: bool = C::SENDS_STOPPED;
-            type Domain = C::Domain;
-            type CompletionScheduler = NoScheduler;
-            fn completion_scheduler(&self) -> NoScheduler {
-                NoScheduler
-            }
-        }
-    };
-}
-when_all_sender!(WhenAll);
+sender!([C: SenderTuple] WhenAll<C> { value = C::Values, error = C::Error, stopped = C::SENDS_STOPPED, domain = C::Domain });
 
-impl<C: SenderTuple, P> Sender for WhenAllImpl<C, P> {
-    type Value = C::Values;
-    type Error = C::Error;
-    const SENDS_STOPPED: bool = C::SENDS_STOPPED;
-    type Domain = C::Domain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([C: SenderTuple, P] WhenAllImpl<C, P> { value = C::Values, error = C::Error, stopped = C::SENDS_STOPPED, domain = C::Domain });
 
 impl<C, R> SenderTo<R> for WhenAll<C>
 where
@@ -755,7 +707,7 @@ where
         WhenAllOp {
             shared: Shared {
                 rcvr: UnsafeCell::new(Some(receiver)),
-                slots: C::empty_slots(),
+                cells: C::empty_cells(),
                 failure: sync::UnsafeCell::new(None),
                 state: AtomicU8::new(RUNNING),
                 count: AtomicUsize::new(C::LEN + P::HOLD),

@@ -5,10 +5,10 @@ use std::pin::pin;
 
 use crate::domain::{EarlyDomain, NoDomain, apply_sync_wait};
 use crate::env::Env;
-use crate::outcome::Outcome;
-use crate::panic::Panic;
+use crate::outcome::{Outcome, outcome_completions};
+use crate::panic::AbortOnUnwind;
 use crate::receiver::Receiver;
-use crate::schedulers::run_loop::{AbortOnUnwind, Finisher, RunLoop, RunLoopScheduler};
+use crate::schedulers::run_loop::{Finisher, RunLoop, RunLoopScheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
 use crate::stop::StopToken;
 
@@ -102,18 +102,7 @@ impl<V, E> Receiver<V, E> for SyncWaitReceiver<V, E> {
         // completion, which consumes the receiver.
         unsafe { &(*self.state).env }
     }
-    fn set_value(self, value: V) {
-        self.complete(Outcome::Value(value))
-    }
-    fn set_error(self, error: E) {
-        self.complete(Outcome::Error(error))
-    }
-    fn set_stopped(self) {
-        self.complete(Outcome::Stopped)
-    }
-    fn set_panic(self, panic: Panic) {
-        self.complete(Outcome::Panic(panic))
-    }
+    outcome_completions!(complete);
 }
 
 /// The default `sync_wait` of [`DefaultDomain`](crate::DefaultDomain).

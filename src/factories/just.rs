@@ -7,7 +7,7 @@ use std::pin::Pin;
 use crate::domain::NoDomain;
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 
 /// The sender of [`just`].
 #[must_use = "senders do nothing unless connected and started"]
@@ -54,7 +54,7 @@ pub fn just_stopped<V, E>() -> JustStopped<V, E> {
     JustStopped(PhantomData)
 }
 
-impl<V> Sender for Just<V> {
+sender!(impl [V] Just<V> {
     type Value = V;
     type Error = Infallible;
     const SENDS_STOPPED: bool = false;
@@ -66,29 +66,11 @@ impl<V> Sender for Just<V> {
     fn into_ready_value(self) -> Result<V, Self> {
         Ok(self.0)
     }
-}
+});
 
-impl<V, E> Sender for JustError<V, E> {
-    type Value = V;
-    type Error = E;
-    const SENDS_STOPPED: bool = false;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([V, E] JustError<V, E> { value = V, error = E, stopped = false, domain = NoDomain });
 
-impl<V, E> Sender for JustStopped<V, E> {
-    type Value = V;
-    type Error = E;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([V, E] JustStopped<V, E> { value = V, error = E, stopped = true, domain = NoDomain });
 
 /// What a [`JustOp`] completes with.
 enum Outcome<V, E> {

@@ -8,8 +8,7 @@ use std::pin::Pin;
 use crate::domain::NoDomain;
 use crate::env::EnvQuery;
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 
 /// The sender of [`read_env`]. `T` is the answer's type, fixed when the sender is
 /// connected.
@@ -39,16 +38,7 @@ pub fn read_env<Q, T>(query: Q) -> ReadEnv<Q, T> {
     ReadEnv { query, _out: PhantomData }
 }
 
-impl<Q, T> Sender for ReadEnv<Q, T> {
-    type Value = T;
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = false;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([Q, T] ReadEnv<Q, T> { value = T, error = Infallible, stopped = false, domain = NoDomain });
 
 impl<Q, T, R> SenderTo<R> for ReadEnv<Q, T>
 where

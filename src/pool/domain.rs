@@ -10,18 +10,19 @@ use std::cell::UnsafeCell;
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 
-use super::{JobRef, WorkerThread};
+use super::WorkerThread;
 use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachFn, BulkFn};
 use crate::adaptors::then::{Then, ThenFn, ThenImpl};
 use crate::adaptors::when_all::{
-    ConnectTuple, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
+    ConnectTuple, ForkJob, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
 };
 use crate::domain::Domain;
 use crate::env::Env;
+use crate::job::{JobRef, SpawnedOp};
+use crate::outcome::Failure;
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
-use crate::spawn::SpawnedOp;
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 
 /// The domain of a [`StaticThreadPool`](super::StaticThreadPool)'s scheduler and of the
@@ -71,12 +72,7 @@ impl Domain for PoolDomain {
     #[inline]
     fn apply_spawn(self, op: SpawnedOp) {
         WorkerThread::with_current(|worker| match worker {
-            Some(worker) => {
-                let (ptr, start) = op.into_raw();
-                // SAFETY: the job starts the spawned operation exactly once; the
-                // operation owns its heap block until it completes.
-                worker.push_local(unsafe { JobRef::new_spawned(ptr, start) });
-            }
+            Some(worker) => worker.push_spawned(op.into_job()),
             None => op.start(),
         })
     }
@@ -121,10 +117,10 @@ impl StartPolicy for ForkOnPool {
             // then they keep the operation, and `ops` with it, alive.
             Some(worker) => unsafe {
                 let mut last: *const () = std::ptr::null();
-                C::fork_rest(ops, |op, start| {
-                    worker.push_local(JobRef::new(op, start));
-                    last = op;
-                    true
+                C::fork_rest(ops, |ForkJob(job)| {
+                    last = job.data();
+                    worker.push_local(job);
+                    None
                 });
                 let early = WhenAllShared::start_first_deferring(shared, || C::start_first(ops));
                 let held = early + Self::HOLD;
@@ -158,11 +154,6 @@ const RUNNING: u8 = 0;
 const STOPPED: u8 = 1;
 const FAILED: u8 = 2;
 
-enum Failure<E> {
-    Error(E),
-    Panic(Panic),
-}
-
 /// What one iteration of a parallel bulk does, and how it reaches its data.
 ///
 /// # Safety
@@ -188,13 +179,13 @@ pub unsafe trait Kernel<V, E>: Sync {
 }
 
 /// The kernel of `bulk`: `f(i, &value)`.
-pub struct SharedKernel<F> {
+pub struct BulkKernel<F> {
     f: F,
     shape: usize,
 }
 
 // SAFETY: iterations only read the value through a shared reference.
-unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for SharedKernel<F> {
+unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for BulkKernel<F> {
     type Ready = *const V;
     unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
         (value, self.shape)
@@ -206,14 +197,14 @@ unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for SharedKernel<F>
 }
 
 /// The kernel of `bulk_each`: `f(i, &mut value.as_mut()[i])`.
-pub struct EachKernel<T, F> {
+pub struct BulkEachKernel<T, F> {
     f: F,
     _t: PhantomData<fn(&mut T)>,
 }
 
 // SAFETY: `ready` derives the element pointer from one exclusive borrow; each `call`
 // makes a `&mut` to its own element only, and indices are run by exactly one call.
-unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> for EachKernel<T, F> {
+unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> for BulkEachKernel<T, F> {
     type Ready = *mut T;
     unsafe fn ready(&self, value: *mut V) -> (*mut T, usize) {
         // SAFETY: the caller gives us exclusive access for this call.
@@ -387,7 +378,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             let job = Box::new(BulkJob { state: this, lo: mid, hi, splits, origin: worker.index() });
             // SAFETY: the job owns one count, so the state outlives it; `BulkJob::run`
             // matches the boxed type and frees it.
-            worker.push_local(unsafe { JobRef::new(Box::into_raw(job).cast(), BulkJob::<V, E, K, R>::run) });
+            worker.push_local(unsafe { JobRef::new(Box::into_raw(job), BulkJob::<V, E, K, R>::run) });
             hi = mid;
         }
         s.run_range(lo, hi);
@@ -439,7 +430,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkJob<V, E, K, R> {
     /// # Safety
     ///
     /// `data` is a `Box<BulkJob<V, E, K, R>>` turned into a raw pointer; called once.
-    unsafe fn run(data: *const ()) {
+    unsafe fn run(data: *const (), (): ()) {
         // SAFETY: the caller's contract.
         let job = unsafe { Box::from_raw(data.cast_mut().cast::<Self>()) };
         WorkerThread::with_current(|worker| match worker {
@@ -541,28 +532,28 @@ where
 
 impl<S, F, R> SenderTo<R> for PoolBulk<S, F>
 where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, SharedKernel<F>, R>>,
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, BulkKernel<F>, R>>,
     F: BulkFn<S::Value, S::Error>,
-    SharedKernel<F>: Kernel<S::Value, S::Error>,
+    BulkKernel<F>: Kernel<S::Value, S::Error>,
     R: Receiver<S::Value, S::Error>,
 {
-    type Operation = PoolBulkOp<S, SharedKernel<F>, R>;
+    type Operation = PoolBulkOp<S, BulkKernel<F>, R>;
     fn connect(self, receiver: R) -> Self::Operation {
-        bulk_op(self.sndr, SharedKernel { f: self.f, shape: self.shape }, receiver)
+        bulk_op(self.sndr, BulkKernel { f: self.f, shape: self.shape }, receiver)
     }
 }
 
 impl<S, T, F, R> SenderTo<R> for PoolBulkEach<S, T, F>
 where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, EachKernel<T, F>, R>>,
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, BulkEachKernel<T, F>, R>>,
     S::Value: AsMut<[T]>,
     F: BulkEachFn<T, S::Error>,
-    EachKernel<T, F>: Kernel<S::Value, S::Error>,
+    BulkEachKernel<T, F>: Kernel<S::Value, S::Error>,
     R: Receiver<S::Value, S::Error>,
 {
-    type Operation = PoolBulkOp<S, EachKernel<T, F>, R>;
+    type Operation = PoolBulkOp<S, BulkEachKernel<T, F>, R>;
     fn connect(self, receiver: R) -> Self::Operation {
-        bulk_op(self.sndr, EachKernel { f: self.f, _t: PhantomData }, receiver)
+        bulk_op(self.sndr, BulkEachKernel { f: self.f, _t: PhantomData }, receiver)
     }
 }
 

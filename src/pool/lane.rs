@@ -23,7 +23,7 @@ use std::cell::Cell;
 use crossbeam_utils::CachePadded;
 
 use super::deque::{Stealer, Worker};
-use super::registry::JobRef;
+use crate::job::JobRef;
 use crate::sync::{AtomicBool, Ordering, UnsafeCell};
 
 /// Lanes per registry: the outside threads that get one. Two under loom, where every

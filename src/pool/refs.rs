@@ -1,7 +1,7 @@
 //! The registry's reference count, sharded per worker.
 //!
 //! Every `schedule()` sender and every operation queued on the pool owns a reference to
-//! the pool's [`Registry`], so that a sender which outlives its pool still has a registry
+//! the pool's registry (a `RegistryRef`, in `registry.rs`), so that a sender which outlives its pool still has a registry
 //! to ask (and is refused there) instead of a dangling pointer. With one shared count
 //! (`Arc`), a recursive tree that schedules one node per job makes every worker write
 //! the same cache line twice per node; profiling the scope benchmark showed that line
@@ -35,11 +35,8 @@
 //! own shard before folding. The loom model at the bottom checks the fold against references
 //! moving between workers and outside threads.
 
-use std::ptr::NonNull;
-
 use crossbeam_utils::CachePadded;
 
-use super::registry::{Registry, WorkerThread};
 use crate::sync::{AtomicUsize, Ordering};
 
 /// Added to the outside word until the fold, so that it cannot reach zero before.
@@ -109,6 +106,12 @@ impl Refs {
         true
     }
 
+    /// The outside word, for white-box tests.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn outside(&self) -> usize {
+        self.outside.load(Ordering::Acquire)
+    }
+
     /// Stops the shards and moves their sum into the outside word, removing the bias.
     ///
     /// Called once, by the thread dropping the pool, after every other worker of it
@@ -118,112 +121,6 @@ impl Refs {
     pub(crate) fn fold(&self) {
         let sum = self.shards.iter().fold(0usize, |acc, s| acc.wrapping_add(s.load(Ordering::Relaxed)));
         self.outside.fetch_add(sum.wrapping_sub(BIAS), Ordering::AcqRel);
-    }
-}
-
-/// An owning handle to a [`Registry`], like `Arc<Registry>` but counted in [`Refs`].
-pub(crate) struct RegistryRef {
-    ptr: NonNull<Registry>,
-}
-
-// SAFETY: a handle only gives shared access to the registry, which is `Send + Sync`, and
-// its count is safe to update from any thread (the shard path is taken only by the
-// shard's own worker).
-unsafe impl Send for RegistryRef {}
-// SAFETY: as above.
-unsafe impl Sync for RegistryRef {}
-
-impl RegistryRef {
-    /// Moves `registry` to the heap with one reference: this handle.
-    pub(crate) fn new(registry: Registry) -> Self {
-        RegistryRef { ptr: NonNull::from(Box::leak(Box::new(registry))) }
-    }
-
-    /// Whether both handles refer to the same registry.
-    pub(crate) fn ptr_eq(a: &Self, b: &Self) -> bool {
-        a.ptr == b.ptr
-    }
-
-    /// The registry's address.
-    pub(crate) fn as_ptr(this: &Self) -> *const Registry {
-        this.ptr.as_ptr()
-    }
-
-    /// The calling thread's shard in this registry's count, if it is one of its workers
-    /// and the count is not folded yet.
-    #[inline]
-    fn own_shard(&self) -> Option<&AtomicUsize> {
-        WorkerThread::current_of(self)?.refs_shard()
-    }
-
-    /// Frees the registry: out of line, as it happens once per pool.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` is the registry allocated by [`new`](Self::new), and its last reference
-    /// was just released.
-    #[cold]
-    #[inline(never)]
-    unsafe fn free(ptr: NonNull<Registry>) {
-        // SAFETY: the caller's contract; `new` allocated it with `Box`.
-        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
-    }
-}
-
-impl std::ops::Deref for RegistryRef {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        // SAFETY: this handle is one of the references that keep the registry alive.
-        unsafe { self.ptr.as_ref() }
-    }
-}
-
-impl Clone for RegistryRef {
-    #[inline]
-    fn clone(&self) -> Self {
-        self.refs.acquire(self.own_shard());
-        RegistryRef { ptr: self.ptr }
-    }
-}
-
-impl Drop for RegistryRef {
-    #[inline]
-    fn drop(&mut self) {
-        if self.refs.release(self.own_shard()) {
-            // SAFETY: that was the last reference (after the fold, so no shard will be
-            // written again).
-            unsafe { Self::free(self.ptr) };
-        }
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::{SenderExt, StaticThreadPool, just, starts_on, sync_wait};
-    use std::sync::{Arc, Mutex};
-
-    /// A worker that drops its own pool from a job stops counting on its shard: a
-    /// reference it takes after the fold is counted in the outside word, which is then
-    /// the exact count (counted on the shard, it would be missing there, and its drop on
-    /// another thread could free the registry under a live reference).
-    #[test]
-    fn a_worker_that_dropped_its_pool_counts_its_later_references_outside() {
-        let pool = StaticThreadPool::new(1).unwrap();
-        let sch = pool.scheduler();
-        let slot = Arc::new(Mutex::new(Some(pool)));
-        let (s, held) = (slot.clone(), sch.clone());
-        let outside = |sch: &crate::PoolScheduler| sch.registry.refs.outside.load(Ordering::Acquire);
-        let job = just(()).then(move |()| {
-            drop(s.lock().unwrap().take());
-            let before = outside(&held);
-            let taken = held.clone();
-            assert_eq!(outside(&held), before + 1, "a reference taken after the fold");
-            drop(taken);
-            assert_eq!(outside(&held), before);
-        });
-        sync_wait(starts_on(sch.clone(), job)).unwrap();
-        assert!(slot.lock().unwrap().is_none(), "the job dropped the pool");
     }
 }
 

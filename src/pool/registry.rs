@@ -1,79 +1,36 @@
-//! The pool's shared state, its worker threads, and the jobs they run.
+//! The pool's shared state (its queues: the workers' deques, the lanes and the injector;
+//! sleep; shutdown), the handle that keeps it alive ([`RegistryRef`]), and the worker
+//! threads' loop, which runs the jobs ([`JobRef`]) it finds.
 
 use std::cell::Cell;
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 
 use super::deque::{Injector, Steal, Stealer, Worker};
 use super::lane::{self, LANES, Lane};
-use super::refs::{Refs, RegistryRef};
+use super::refs::Refs;
 use super::sleep::Sleep;
-use crate::schedulers::run_loop::AbortOnUnwind;
+use crate::job::JobRef;
+use crate::panic::AbortOnUnwind;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
 
-/// A type-erased pointer to a job that lives elsewhere (usually inside a pinned
-/// operation state), with the function that runs it.
-///
-/// Invariant: a `JobRef` is executed exactly once, and the job it points to stays alive
-/// until then.
-#[derive(Clone, Copy)]
-pub(crate) struct JobRef {
-    data: *const (),
-    run: unsafe fn(*const ()),
+/// Runs `job`, taken from one of this pool's queues, on `worker` (the running thread's
+/// worker state, if it is a worker of this pool): a spawned operation's job, tagged by
+/// [`WorkerThread::push_spawned`], runs with the worker's `fresh` mark set (see
+/// [`WorkerThread::take_fresh`]). A job must not unwind (the crate's operations catch
+/// user panics); if one does, the process aborts rather than lose a completion silently.
+fn run_job(job: JobRef, worker: Option<&WorkerThread>) {
+    let guard = AbortOnUnwind("a pool job unwound");
+    if let (true, Some(w)) = (job.is_tagged(), worker) {
+        w.fresh.set(true);
+    }
+    job.execute();
+    if let Some(w) = worker {
+        w.fresh.set(false);
+    }
+    std::mem::forget(guard);
 }
-
-// SAFETY: jobs are created only by operations whose connect required `Send` receivers
-// (and `Send` data), so they may run on any worker.
-unsafe impl Send for JobRef {}
-
-impl JobRef {
-    /// # Safety
-    ///
-    /// `run(data)` must be sound to call exactly once, from any thread; until then
-    /// `data` stays valid.
-    pub(crate) unsafe fn new(data: *const (), run: unsafe fn(*const ())) -> Self {
-        JobRef { data, run }
-    }
-
-    /// A job that starts a spawned operation, marked so that the worker running it lets
-    /// the operation's first `schedule()` on this pool complete inline (see
-    /// [`WorkerThread::take_fresh`]): the spawn already went through a deque, so a second
-    /// trip would only cost time. The mark is the low bit of `data`, used only when the
-    /// pointer is even (the heap blocks of spawned operations are; an odd one is queued
-    /// unmarked, which is merely slower).
-    ///
-    /// # Safety
-    ///
-    /// As for [`new`](Self::new).
-    pub(crate) unsafe fn new_spawned(data: *const (), run: unsafe fn(*const ())) -> Self {
-        let data = if data.addr() & FRESH == 0 { data.map_addr(|a| a | FRESH) } else { data };
-        JobRef { data, run }
-    }
-
-    /// Runs the job; on `worker` (the running thread's worker state, if it is a worker
-    /// of this pool) a spawned job's start is marked fresh while it runs. A job must not
-    /// unwind (the crate's operations catch user panics); if one does, the process aborts
-    /// rather than lose a completion silently.
-    fn execute(self, worker: Option<&WorkerThread>) {
-        let guard = AbortOnUnwind("a pool job unwound");
-        let fresh = self.data.addr() & FRESH != 0;
-        let data = self.data.map_addr(|a| a & !FRESH);
-        if let (true, Some(w)) = (fresh, worker) {
-            w.fresh.set(true);
-        }
-        // SAFETY: the `new` contract; each `JobRef` is executed once, with the pointer it
-        // was made from (the mark removed).
-        unsafe { (self.run)(data) };
-        if let Some(w) = worker {
-            w.fresh.set(false);
-        }
-        std::mem::forget(guard);
-    }
-}
-
-/// The mark of [`JobRef::new_spawned`] in a job's data pointer.
-const FRESH: usize = 1;
 
 /// State shared by a pool's workers and schedulers.
 pub(crate) struct Registry {
@@ -120,14 +77,16 @@ impl Registry {
     }
 
     /// Queues `job`: on the calling worker's own deque if it is a worker of this pool,
-    /// otherwise on the shared injector. Returns `false` (and does not queue) if the pool
-    /// is shutting down.
+    /// otherwise on the calling thread's lane (claimed on its first submission), or on
+    /// the shared injector if it has none. Returns `false` (and does not queue) if the
+    /// pool is shutting down.
     ///
     /// The caller need not hold a reference of its own beyond the call's start: the job
     /// may run, and free whatever kept the registry alive, as soon as it is queued. On a
     /// worker, the worker's own reference keeps the registry alive; outside, the wake-up
-    /// happens while `submitting` is raised, and the pool's `Drop` (which holds the
-    /// pool's reference) waits for `submitting` to fall before it finishes.
+    /// happens while the lane's `busy` flag (or `submitting`) is raised, and the pool's
+    /// `Drop` (which holds the pool's reference) waits for them to fall before it
+    /// finishes.
     pub(crate) fn push(&self, job: JobRef) -> bool {
         if let Some(worker) = WorkerThread::current_of(self) {
             worker.push_local(job);
@@ -200,8 +159,9 @@ impl Registry {
 
     /// Once `terminating` is seen: waits until no outside submission is between its
     /// `terminating` check and the end of its push. Every submission accepted before is
-    /// then in the injector, visible to the caller; every later one sees `terminating`
-    /// and is refused. Bounded: a submission in flight only pushes and wakes.
+    /// then in the injector or a lane, visible to the caller; every later one sees
+    /// `terminating` and is refused. Bounded: a submission in flight only pushes and
+    /// wakes.
     fn wait_for_submissions(&self) {
         crate::sync::seq_cst_accesses();
         while self.submitting.load(Ordering::SeqCst) != 0 {
@@ -229,7 +189,7 @@ impl Registry {
 /// Runs every job `steal` takes, until it finds none, as jobs after the workers' exit.
 fn run_stopped(steal: impl Fn() -> Steal<JobRef>) {
     while let Some(job) = steal_retrying(&steal) {
-        job.execute(None);
+        run_job(job, None);
     }
 }
 
@@ -240,6 +200,82 @@ fn steal_retrying(steal: impl Fn() -> Steal<JobRef>) -> Option<JobRef> {
             Steal::Success(job) => return Some(job),
             Steal::Retry => continue,
             Steal::Empty => return None,
+        }
+    }
+}
+
+/// An owning handle to a [`Registry`], like `Arc<Registry>` but counted in [`Refs`].
+pub(crate) struct RegistryRef {
+    ptr: NonNull<Registry>,
+}
+
+// SAFETY: a handle only gives shared access to the registry, which is `Send + Sync`, and
+// its count is safe to update from any thread (the shard path is taken only by the
+// shard's own worker).
+unsafe impl Send for RegistryRef {}
+// SAFETY: as above.
+unsafe impl Sync for RegistryRef {}
+
+impl RegistryRef {
+    /// Moves `registry` to the heap with one reference: this handle.
+    pub(crate) fn new(registry: Registry) -> Self {
+        RegistryRef { ptr: NonNull::from(Box::leak(Box::new(registry))) }
+    }
+
+    /// Whether both handles refer to the same registry.
+    pub(crate) fn ptr_eq(a: &Self, b: &Self) -> bool {
+        a.ptr == b.ptr
+    }
+
+    /// The registry's address.
+    pub(crate) fn as_ptr(this: &Self) -> *const Registry {
+        this.ptr.as_ptr()
+    }
+
+    /// The calling thread's shard in this registry's count, if it is one of its workers
+    /// and the count is not folded yet.
+    #[inline]
+    fn own_shard(&self) -> Option<&AtomicUsize> {
+        WorkerThread::current_of(self)?.refs_shard()
+    }
+
+    /// Frees the registry: out of line, as it happens once per pool.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the registry allocated by [`new`](Self::new), and its last reference
+    /// was just released.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free(ptr: NonNull<Registry>) {
+        // SAFETY: the caller's contract; `new` allocated it with `Box`.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
+}
+
+impl std::ops::Deref for RegistryRef {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        // SAFETY: this handle is one of the references that keep the registry alive.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Clone for RegistryRef {
+    #[inline]
+    fn clone(&self) -> Self {
+        self.refs.acquire(self.own_shard());
+        RegistryRef { ptr: self.ptr }
+    }
+}
+
+impl Drop for RegistryRef {
+    #[inline]
+    fn drop(&mut self) {
+        if self.refs.release(self.own_shard()) {
+            // SAFETY: that was the last reference (after the fold, so no shard will be
+            // written again).
+            unsafe { Self::free(self.ptr) };
         }
     }
 }
@@ -328,19 +364,40 @@ impl WorkerThread {
         self.registry.sleep.wake_one();
     }
 
+    /// Pushes the job that starts a spawned operation, tagged so that the worker running
+    /// it lets the operation's first `schedule()` on this pool complete inline (see
+    /// [`take_fresh`](Self::take_fresh)): the spawn already went through a deque, so a
+    /// second trip would only cost time.
+    #[inline]
+    pub(crate) fn push_spawned(&self, job: JobRef) {
+        self.push_local(job.tagged());
+    }
+
     /// Pops the job on top of this worker's deque if its data is `data` (a job this
     /// worker pushed, still there: nobody stole it); otherwise leaves the deque as it
     /// was.
     #[inline]
     pub(crate) fn take_back(&self, data: *const ()) -> Option<JobRef> {
         let job = self.deque.pop()?;
-        if job.data == data {
+        if job.data() == data {
             return Some(job);
         }
         // Somebody else's job was on top (ours was stolen, or more was pushed since):
         // put it back, announced as any push is.
         self.push_local(job);
         None
+    }
+
+    /// The jobs on this worker's own deque, for white-box tests.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn queued(&self) -> usize {
+        self.deque.len()
+    }
+
+    /// Whether this worker's `fresh` mark is set, for white-box tests.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.fresh.get()
     }
 
     /// How many taken-back jobs are running nested on this worker's stack.
@@ -353,7 +410,7 @@ impl WorkerThread {
     #[inline]
     pub(crate) fn run_taken_back(&self, job: JobRef) {
         self.taken_back.set(self.taken_back.get() + 1);
-        job.execute(Some(self));
+        run_job(job, Some(self));
         self.taken_back.set(self.taken_back.get() - 1);
     }
 
@@ -368,16 +425,16 @@ impl WorkerThread {
     }
 
     /// Runs every job this worker can still find (its own deque, the injector, the
-    /// others' deques) until none is left. Used when the pool is dropped from this
+    /// lanes, the others' deques) until none is left. Used when the pool is dropped from this
     /// worker, which cannot join itself: queued work must still run, not be cancelled.
     pub(crate) fn run_remaining(&self) {
         while let Some(job) = self.find_work() {
-            job.execute(Some(self));
+            run_job(job, Some(self));
         }
     }
 
-    /// Local LIFO first, then a batch from the injector, then stealing from the other
-    /// workers starting at a random victim. The local pop is inlined into the run loop;
+    /// Local LIFO first, then a batch from the injector, then a batch from a lane, then
+    /// stealing from the other workers starting at a random victim. The local pop is inlined into the run loop;
     /// the rest is out of line, so that the common case does not pay the search's
     /// prologue and epilogue.
     #[inline]
@@ -430,10 +487,10 @@ impl WorkerThread {
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
-        let _slot = crate::scope::slot::claim();
+        let _shard = crate::scope::shard_index::claim();
         loop {
             if let Some(job) = worker.find_work() {
-                job.execute(Some(&worker));
+                run_job(job, Some(&worker));
                 continue;
             }
             let mut found = None;
@@ -452,7 +509,7 @@ impl WorkerThread {
                 }
             }
             if let Some(job) = found {
-                job.execute(Some(&worker));
+                run_job(job, Some(&worker));
                 continue;
             }
             if worker.registry.terminating.load(Ordering::SeqCst) {
@@ -468,7 +525,7 @@ impl WorkerThread {
                 };
                 match found {
                     Some(job) => {
-                        job.execute(Some(&worker));
+                        run_job(job, Some(&worker));
                         continue;
                     }
                     None => break,
@@ -481,278 +538,27 @@ impl WorkerThread {
     }
 }
 
+/// What white-box tests (`tests.rs`) look at.
 #[cfg(all(test, not(loom)))]
-mod tests {
-    //! White-box tests of where `Registry::push` and `WorkerThread::push_local` queue a
-    //! job: a worker's own deque when pushed from one of this pool's workers, the calling
-    //! thread's lane otherwise (the shared injector once every lane is taken), and
-    //! nowhere once shutdown began (outside submissions only).
-    //!
-    //! Jobs here must not panic (an unwinding job aborts the process), so they report
-    //! what they observed over a channel and the test thread asserts.
-
-    use std::sync::atomic::AtomicBool;
-    use std::sync::atomic::AtomicUsize;
-    use std::sync::{Arc, mpsc};
-    use std::time::Duration;
-
-    use super::*;
-    use crate::pool::StaticThreadPool;
-
-    const TIMEOUT: Duration = Duration::from_secs(5);
-
-    type Thunk = Box<dyn FnOnce() + Send>;
-
-    /// Runs the boxed thunk that `data` points to, once.
-    ///
-    /// # Safety
-    ///
-    /// `data` comes from `Box::into_raw(Box<Thunk>)` in [`job`]; called once.
-    unsafe fn run_thunk(data: *const ()) {
-        // SAFETY: the caller's contract: we own the box and free it here.
-        let f = unsafe { Box::from_raw(data.cast_mut().cast::<Thunk>()) };
-        f();
+impl Registry {
+    /// Jobs in the injector.
+    pub(super) fn queued_in_injector(&self) -> usize {
+        self.injector.len()
     }
 
-    /// A heap-allocated job that runs `f` once (and leaks if never run).
-    fn job(f: impl FnOnce() + Send + 'static) -> JobRef {
-        let boxed: Box<Thunk> = Box::new(Box::new(f));
-        // SAFETY: `run_thunk` frees exactly this box, once; the thunk is `Send`, so it
-        // may run on any thread.
-        unsafe { JobRef::new(Box::into_raw(boxed).cast(), run_thunk) }
+    /// Jobs in the lanes, and how many lanes hold some.
+    pub(super) fn queued_in_lanes(&self) -> (usize, usize) {
+        let lens = self.lanes.iter().map(|lane| lane.stealer.len());
+        (lens.clone().sum(), lens.filter(|&n| n > 0).count())
     }
 
-    /// The registry of `pool` (the field is private to `crate::pool`).
-    fn registry_of(pool: &StaticThreadPool) -> RegistryRef {
-        pool.registry.clone()
+    /// Jobs on worker `index`'s deque, as thieves see it.
+    pub(super) fn queued_on_worker(&self, index: usize) -> usize {
+        self.stealers[index].len()
     }
 
-    /// Blocks the only worker of a one-thread pool until the returned sender is dropped
-    /// or sent to; returns once the worker is inside the blocking job.
-    fn block_worker(registry: &Registry) -> mpsc::Sender<()> {
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let (started_tx, started_rx) = mpsc::channel::<()>();
-        assert!(registry.push(job(move || {
-            let _ = started_tx.send(());
-            let _ = release_rx.recv_timeout(TIMEOUT);
-        })));
-        started_rx.recv_timeout(TIMEOUT).expect("the blocking job did not start");
-        release_tx
-    }
-
-    /// Queue lengths seen from inside a job: (own deque, own stealer, injector).
-    type Lens = (usize, usize, usize);
-
-    #[test]
-    fn push_from_a_worker_goes_to_its_own_deque() {
-        let pool = StaticThreadPool::new(1).unwrap();
-        let registry = registry_of(&pool);
-        let (tx, rx) = mpsc::channel::<(Option<usize>, Lens, bool, Lens)>();
-        let (ran_tx, ran_rx) = mpsc::channel::<Option<usize>>();
-        let r = registry.clone();
-        assert!(registry.push(job(move || {
-            let lens = |w: &WorkerThread| (w.deque.len(), r.stealers[w.index].len(), r.injector.len());
-            let Some(worker) = WorkerThread::current_of(&r) else {
-                let _ = tx.send((None, (0, 0, 0), false, (0, 0, 0)));
-                return;
-            };
-            let before = lens(worker);
-            let r2 = r.clone();
-            let pushed = r.push(job(move || {
-                let _ = ran_tx.send(WorkerThread::current_of(&r2).map(WorkerThread::index));
-            }));
-            let after = lens(worker);
-            let _ = tx.send((Some(worker.index), before, pushed, after));
-        })));
-        let (index, before, pushed, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run");
-        assert_eq!(index, Some(0), "the job must run on worker 0");
-        assert_eq!(before, (0, 0, 0));
-        assert!(pushed, "a push from a worker is accepted");
-        assert_eq!(after, (1, 1, 0), "the job must be on the worker's own deque, not the injector");
-        assert_eq!(ran_rx.recv_timeout(TIMEOUT).expect("the pushed job did not run"), Some(0));
-    }
-
-    #[test]
-    fn push_local_goes_to_the_own_deque() {
-        let pool = StaticThreadPool::new(1).unwrap();
-        let registry = registry_of(&pool);
-        let (tx, rx) = mpsc::channel::<Option<(Lens, Lens)>>();
-        let (ran_tx, ran_rx) = mpsc::channel::<()>();
-        let r = registry.clone();
-        assert!(registry.push(job(move || {
-            let sent = WorkerThread::current_of(&r).map(|w| {
-                let before = (w.deque.len(), r.stealers[w.index].len(), r.injector.len());
-                w.push_local(job(move || {
-                    let _ = ran_tx.send(());
-                }));
-                (before, (w.deque.len(), r.stealers[w.index].len(), r.injector.len()))
-            });
-            let _ = tx.send(sent);
-        })));
-        let (before, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run").expect("not on a worker");
-        assert_eq!(before, (0, 0, 0));
-        assert_eq!(after, (1, 1, 0));
-        ran_rx.recv_timeout(TIMEOUT).expect("the locally pushed job did not run");
-    }
-
-    /// A spawned `schedule()` from a worker is queued once: when the worker takes the
-    /// spawned operation, its `schedule()` completes inline (nothing is pushed again) and
-    /// uses up the mark, and a spawn from inside it is queued as usual.
-    #[test]
-    fn a_spawned_schedule_is_queued_once_and_the_mark_does_not_outlive_it() {
-        use crate::{Scheduler, SenderExt, SimpleCountingScope, spawn, sync_wait};
-        let pool = StaticThreadPool::new(1).unwrap();
-        let registry = registry_of(&pool);
-        let sch = pool.scheduler();
-        let scope = SimpleCountingScope::new();
-        let tok = scope.token();
-        let (tx, rx) = mpsc::channel::<(&'static str, usize)>();
-        let deque_len = move |r: &RegistryRef| WorkerThread::current_of(r).map_or(usize::MAX, |w| w.deque.len());
-        let (r, s2) = (registry.clone(), sch.clone());
-        spawn(
-            sch.schedule().then(move |()| {
-                let (r2, tx2, s3) = (r.clone(), tx.clone(), s2.clone());
-                spawn(
-                    s2.schedule().then(move |()| {
-                        // Taken from the deque and completed inline: nothing queued.
-                        let _ = tx2.send(("spawned", deque_len(&r2)));
-                        // The mark was used up by that schedule().
-                        let mark = WorkerThread::current_of(&r2).is_none_or(|w| w.fresh.get());
-                        let _ = tx2.send(("mark", usize::from(mark)));
-                        // The spawn below is queued (it is not the one being started).
-                        let r3 = r2.clone();
-                        let tx3 = tx2.clone();
-                        spawn(
-                            s3.schedule().then(move |()| {
-                                let _ = tx3.send(("nested", deque_len(&r3)));
-                            }),
-                            tok,
-                        );
-                        let _ = tx2.send(("after nested spawn", deque_len(&r2)));
-                    }),
-                    tok,
-                );
-                let _ = tx.send(("after spawn", deque_len(&r)));
-            }),
-            tok,
-        );
-        sync_wait(scope.join()).unwrap();
-        let seen: Vec<_> = rx.try_iter().collect();
-        assert_eq!(
-            seen,
-            [("after spawn", 1), ("spawned", 0), ("mark", 0), ("after nested spawn", 1), ("nested", 0)],
-            "one deque entry per spawn, none for the schedule() it starts with"
-        );
-    }
-
-    /// Jobs queued on the registry's lanes.
-    fn in_lanes(registry: &Registry) -> usize {
-        registry.lanes.iter().map(|lane| lane.stealer.len()).sum()
-    }
-
-    #[test]
-    fn push_from_outside_goes_to_the_threads_lane() {
-        let pool = StaticThreadPool::new(1).unwrap();
-        let registry = registry_of(&pool);
-        assert!(WorkerThread::current_of(&registry).is_none(), "the test thread is no worker");
-        let release = block_worker(&registry);
-        let ran = Arc::new(AtomicUsize::new(0));
-        for _ in 0..2 {
-            let ran2 = ran.clone();
-            assert!(registry.push(job(move || _ = ran2.fetch_add(1, Ordering::SeqCst))));
-        }
-        assert_eq!(in_lanes(&registry), 2, "an outside push goes to the thread's lane");
-        assert_eq!(registry.lanes.iter().filter(|lane| !lane.stealer.is_empty()).count(), 1, "one lane");
-        assert_eq!(registry.injector.len(), 0, "not to the injector");
-        assert_eq!(registry.stealers[0].len(), 0, "and not to a worker's deque");
-        assert_eq!(ran.load(Ordering::SeqCst), 0);
-        drop(release);
-        drop(pool);
-        assert_eq!(ran.load(Ordering::SeqCst), 2, "the queued jobs ran before the pool was dropped");
-    }
-
-    #[test]
-    fn outside_threads_beyond_the_lanes_use_the_injector_and_exited_threads_jobs_run() {
-        let pool = StaticThreadPool::new(1).unwrap();
-        let registry = registry_of(&pool);
-        let release = block_worker(&registry);
-        let ran = Arc::new(AtomicUsize::new(0));
-        // One thread after the other, each pushing once and exiting.
-        for _ in 0..LANES + 1 {
-            let (r, ran2) = (registry.clone(), ran.clone());
-            std::thread::spawn(move || assert!(r.push(job(move || _ = ran2.fetch_add(1, Ordering::SeqCst)))))
-                .join()
-                .unwrap();
-        }
-        // The test thread holds a lane too (`block_worker` pushed from it).
-        assert_eq!(in_lanes(&registry), LANES - 1, "one job in each other lane");
-        assert_eq!(registry.injector.len(), 2, "the threads that found no lane used the injector");
-        drop(release);
-        drop(pool);
-        assert_eq!(ran.load(Ordering::SeqCst), LANES + 1, "every job ran, also those of exited threads");
-    }
-
-    #[test]
-    fn push_from_a_worker_of_another_pool_goes_to_a_lane_of_that_pool() {
-        let a = StaticThreadPool::new(1).unwrap();
-        let b = StaticThreadPool::new(1).unwrap();
-        let (ra, rb) = (registry_of(&a), registry_of(&b));
-        let release_b = block_worker(&rb);
-        let (tx, rx) = mpsc::channel::<Option<(bool, usize, usize)>>();
-        let (ran_tx, ran_rx) = mpsc::channel::<bool>();
-        let (ra2, rb2) = (ra.clone(), rb.clone());
-        assert!(ra.push(job(move || {
-            let sent = WorkerThread::current_of(&ra2).map(|w| {
-                // On a worker of `a`, but not of `b`.
-                let foreign = WorkerThread::current_of(&rb2).is_none();
-                let rb3 = rb2.clone();
-                let pushed = rb2.push(job(move || {
-                    let _ = ran_tx.send(WorkerThread::current_of(&rb3).is_some());
-                }));
-                (foreign && pushed, w.deque.len(), in_lanes(&rb2))
-            });
-            let _ = tx.send(sent);
-        })));
-        let (ok, own_len, lane_len) = rx.recv_timeout(TIMEOUT).expect("job did not run").expect("not on a");
-        assert!(ok);
-        assert_eq!(own_len, 0, "a push to another pool must not land on this worker's deque");
-        assert_eq!(lane_len, 1, "it goes to a lane of the other pool");
-        drop(release_b);
-        assert!(ran_rx.recv_timeout(TIMEOUT).expect("job did not run on b"), "it runs on a worker of b");
-    }
-
-    #[test]
-    fn after_shutdown_began_outside_pushes_are_refused_and_worker_pushes_still_run() {
-        let pool = StaticThreadPool::new(1).unwrap();
-        let registry = registry_of(&pool);
-        let (tx, rx) = mpsc::channel::<(bool, bool)>();
-        let r = registry.clone();
-        let inner_ran = Arc::new(AtomicBool::new(false));
-        let inner = inner_ran.clone();
-        assert!(registry.push(job(move || {
-            // Wait until the pool is being dropped.
-            let deadline = std::time::Instant::now() + TIMEOUT;
-            while !r.terminating.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
-                std::thread::yield_now();
-            }
-            let r2 = r.clone();
-            // A push from the worker during shutdown is queued and runs, with workers
-            // still alive (not `exited`).
-            let pushed = r.push(job(move || inner.store(!r2.exited(), Ordering::SeqCst)));
-            let _ = tx.send((r.terminating.load(Ordering::SeqCst), pushed));
-        })));
-        drop(pool);
-        let (terminating, pushed) = rx.recv_timeout(TIMEOUT).unwrap();
-        assert!(terminating && pushed);
-        assert!(inner_ran.load(Ordering::SeqCst), "work queued by a worker during shutdown ran before drop returned");
-        assert!(registry.exited());
-        let refused = Arc::new(AtomicBool::new(true));
-        let r = refused.clone();
-        assert!(
-            !registry.push(job(move || r.store(false, Ordering::SeqCst))),
-            "an outside push after shutdown is refused"
-        );
-        assert_eq!(registry.injector.len(), 0);
-        assert!(refused.load(Ordering::SeqCst));
+    /// Whether shutdown began.
+    pub(super) fn is_terminating(&self) -> bool {
+        self.terminating.load(Ordering::SeqCst)
     }
 }

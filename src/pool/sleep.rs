@@ -16,7 +16,7 @@ const BITS: usize = usize::BITS as usize;
 
 /// One worker's sleeping place, on its own cache line.
 #[repr(align(128))]
-struct Slot {
+struct Sleeper {
     woken: Flag,
     signal: Signal,
 }
@@ -29,7 +29,7 @@ struct Slot {
 /// same words, so they are totally ordered; the argument is in `README.md`.
 pub(crate) struct Sleep {
     sleeping: Box<[AtomicUsize]>,
-    slots: Box<[Slot]>,
+    sleepers: Box<[Sleeper]>,
     /// Where the next wake-up starts looking, so wake-ups spread over the workers.
     next: AtomicUsize,
 }
@@ -38,7 +38,7 @@ impl Sleep {
     pub(crate) fn new(workers: usize) -> Self {
         Sleep {
             sleeping: (0..workers.div_ceil(BITS)).map(|_| AtomicUsize::new(0)).collect(),
-            slots: (0..workers).map(|_| Slot { woken: Flag::new(false), signal: Signal::new() }).collect(),
+            sleepers: (0..workers).map(|_| Sleeper { woken: Flag::new(false), signal: Signal::new() }).collect(),
             next: AtomicUsize::new(0),
         }
     }
@@ -59,10 +59,10 @@ impl Sleep {
                 return;
             }
         }
-        let slot = &self.slots[index];
-        let mut woken = lock(&slot.woken);
+        let sleeper = &self.sleepers[index];
+        let mut woken = lock(&sleeper.woken);
         while !*woken {
-            woken = wait(&slot.signal, woken);
+            woken = wait(&sleeper.signal, woken);
         }
         *woken = false;
     }
@@ -115,9 +115,9 @@ impl Sleep {
         if self.sleeping[w].fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
             return false;
         }
-        let slot = &self.slots[w * BITS + bit.trailing_zeros() as usize];
-        *lock(&slot.woken) = true;
-        slot.signal.notify_one();
+        let sleeper = &self.sleepers[w * BITS + bit.trailing_zeros() as usize];
+        *lock(&sleeper.woken) = true;
+        sleeper.signal.notify_one();
         true
     }
 }

@@ -8,7 +8,7 @@ use crate::domain::NoDomain;
 use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 
 /// A scheduler whose `schedule()` completes inline when started (stopped if a stop was
 /// already requested).
@@ -37,7 +37,7 @@ impl Scheduler for InlineScheduler {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InlineSender;
 
-impl Sender for InlineSender {
+sender!(impl [] InlineSender {
     type Value = ();
     type Error = Infallible;
     const SENDS_STOPPED: bool = true;
@@ -46,7 +46,7 @@ impl Sender for InlineSender {
     fn completion_scheduler(&self) -> InlineScheduler {
         InlineScheduler
     }
-}
+});
 
 impl<R: Receiver<(), Infallible>> SenderTo<R> for InlineSender {
     type Operation = InlineOp<R>;

@@ -25,9 +25,10 @@ use std::ptr;
 
 use crate::domain::NoDomain;
 use crate::env::Env;
+use crate::panic::AbortOnUnwind;
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, Ordering, lock};
 
 /// A queue node: the head of every run-loop operation state.
@@ -328,16 +329,6 @@ std::thread_local! {
     static CACHE: std::cell::Cell<Option<Arc<Inner>>> = const { std::cell::Cell::new(None) };
 }
 
-/// Aborts the process if dropped during an unwind through code that must not unwind.
-pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        eprintln!("senders: {}; aborting (completions and `start` must not unwind)", self.0);
-        std::process::abort();
-    }
-}
-
 /// What finishes the loop of a `sync_wait`: a pointer, not a counted handle, so that a
 /// sender completing inline (on the waiting thread, the common case) costs no reference
 /// count. The waiting thread keeps the loop alive until it sees `FINISHED`, so until
@@ -442,7 +433,7 @@ pub struct RunLoopSender {
     sch: RunLoopScheduler,
 }
 
-impl Sender for RunLoopSender {
+sender!(impl [] RunLoopSender {
     type Value = ();
     type Error = Infallible;
     const SENDS_STOPPED: bool = true;
@@ -451,7 +442,7 @@ impl Sender for RunLoopSender {
     fn completion_scheduler(&self) -> RunLoopScheduler {
         self.sch.clone()
     }
-}
+});
 
 impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for RunLoopSender {
     type Operation = RunLoopOp<R>;

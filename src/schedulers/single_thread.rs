@@ -7,7 +7,7 @@ use crate::domain::{MaybeDomain, NoDomain};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::schedulers::run_loop::{RunLoop, RunLoopOp, RunLoopScheduler, RunLoopSender};
-use crate::sender::{Sender, SenderTo};
+use crate::sender::{SenderTo, sender};
 use crate::sync::thread;
 
 /// An execution context with one worker thread, whose scheduler reports the domain `D`.
@@ -134,7 +134,7 @@ pub struct SingleThreadSender<D> {
     sch: SingleThreadScheduler<D>,
 }
 
-impl<D: MaybeDomain> Sender for SingleThreadSender<D> {
+sender!(impl [D: MaybeDomain] SingleThreadSender<D> {
     type Value = ();
     type Error = Infallible;
     const SENDS_STOPPED: bool = true;
@@ -143,7 +143,7 @@ impl<D: MaybeDomain> Sender for SingleThreadSender<D> {
     fn completion_scheduler(&self) -> SingleThreadScheduler<D> {
         self.sch.clone()
     }
-}
+});
 
 impl<D: MaybeDomain, R: Receiver<(), Infallible> + Send> SenderTo<R> for SingleThreadSender<D> {
     type Operation = RunLoopOp<R>;

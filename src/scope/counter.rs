@@ -4,7 +4,7 @@
 //!
 //! * The **root word** packs the scope's state flags, a generation, and a count: the
 //!   number of *active shards* (shards whose count is above zero) plus the number of
-//!   associations made from threads that have no shard (the shared slot).
+//!   associations made from threads that have no shard (counted on the root directly).
 //! * Each pool worker owns one cache-padded **shard**. Only its owner increments it;
 //!   any thread decrements it, when an association made there ends (an association
 //!   remembers its *home*). So a shard never goes below zero.
@@ -21,6 +21,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::job::JobRef;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 
 /// Count bits of the root word.
@@ -36,7 +37,7 @@ pub(crate) const JOINED: u64 = 1 << 35;
 /// The join machinery is done with the scope's memory: the owner may drop it.
 pub(crate) const RELEASED: u64 = 1 << 36;
 /// The generation starts here (27 bits; it only guards against stale tokens, see
-/// `state.rs`, and a wrap-around is still memory-safe).
+/// `core.rs`, and a wrap-around is still memory-safe).
 const GEN_SHIFT: u32 = 37;
 const FLAG_MASK: u64 = USED | CLOSED | JOINING | JOINED | RELEASED;
 /// How many associations a thread without a shard reserves in the root at once: it
@@ -48,34 +49,8 @@ const BATCH: u64 = if cfg!(loom) { 3 } else { 64 };
 pub(crate) enum Home {
     /// On a worker's shard.
     Shard(usize),
-    /// Directly on the root (the shared slot of threads without a shard).
+    /// Directly on the root (threads without a shard).
     Root,
-}
-
-/// A join operation waiting for the count to reach zero.
-#[derive(Debug)]
-pub(crate) struct Waiter {
-    data: *const (),
-    notify: unsafe fn(*const ()),
-}
-
-// SAFETY: a waiter is a type-erased pointer to a join operation whose `notify` may run
-// on any thread (the join operation is `Send`), as `Waiter::new`'s contract says.
-unsafe impl Send for Waiter {}
-
-impl Waiter {
-    /// # Safety
-    ///
-    /// `notify(data)` must be sound to call once, from any thread, at any time until it
-    /// is called.
-    pub(crate) unsafe fn new(data: *const (), notify: unsafe fn(*const ())) -> Self {
-        Waiter { data, notify }
-    }
-
-    pub(crate) fn notify(self) {
-        // SAFETY: `new`'s contract; the waiter is consumed, so this is the one call.
-        unsafe { (self.notify)(self.data) }
-    }
 }
 
 /// What `start_join` found.
@@ -118,7 +93,7 @@ pub(crate) struct Counter {
     /// join gives its credits back to the root, so the count can reach zero.
     spare: CachePadded<AtomicU64>,
     shards: Box<[CachePadded<AtomicUsize>]>,
-    waiters: Mutex<Vec<Waiter>>,
+    waiters: Mutex<Vec<JobRef>>,
 }
 
 impl Counter {
@@ -142,15 +117,15 @@ impl Counter {
         self.root.load(Ordering::Acquire) >> GEN_SHIFT
     }
 
-    /// Tries to associate, counting on `slot`'s shard if the calling thread owns one
-    /// (`slot` must be the calling thread's own slot, unique among live threads).
+    /// Tries to associate, counting on shard `index` if the calling thread owns one
+    /// (`index` must be the calling thread's own shard index, unique among live threads).
     /// Fails if the scope is closed or joined, or is no longer generation `generation`.
     #[inline]
-    pub(crate) fn try_associate(&self, generation: u64, slot: Option<usize>) -> Option<Home> {
-        let Some(shard) = slot.and_then(|s| self.shards.get(s)) else {
+    pub(crate) fn try_associate(&self, generation: u64, index: Option<usize>) -> Option<Home> {
+        let Some(shard) = index.and_then(|s| self.shards.get(s)) else {
             return self.associate_without_shard(generation).then_some(Home::Root);
         };
-        let index = slot.unwrap_or_default();
+        let index = index.unwrap_or_default();
         // Only this thread increments this shard, and nothing decrements it below the
         // number of live associations counted here.
         if shard.fetch_add(1, Ordering::AcqRel) == 0 {
@@ -332,7 +307,7 @@ impl Counter {
             waiters
         };
         for w in waiters {
-            w.notify();
+            w.execute();
         }
     }
 
@@ -354,7 +329,7 @@ impl Counter {
     /// and released the scope, even after its core was recycled: it then takes no
     /// credit, or a later generation's, which it subtracts from that generation's root,
     /// so that count stays exact (the core is type-stable memory).
-    pub(crate) fn start_join(&self, waiter: Waiter) -> JoinStart {
+    pub(crate) fn start_join(&self, waiter: JobRef) -> JoinStart {
         // The first time only if there are credits: it is an optimization, the second
         // time is what the argument needs (and so is a read-modify-write).
         if self.spare.load(Ordering::Relaxed) & COUNT_MASK != 0 {
@@ -367,7 +342,7 @@ impl Counter {
         start
     }
 
-    fn start_join_on_root(&self, waiter: Waiter) -> JoinStart {
+    fn start_join_on_root(&self, waiter: JobRef) -> JoinStart {
         let mut list = lock(&self.waiters);
         let mut old = self.root.load(Ordering::Acquire);
         loop {
@@ -458,11 +433,11 @@ mod tests {
 
     /// Joins `c`, which must have no association alive: the join completes inline.
     fn join_inline(c: &Counter) {
-        unsafe fn never(_: *const ()) {
+        unsafe fn never(_: *const (), (): ()) {
             unreachable!("no association is alive: the join completes inline")
         }
-        // SAFETY: the waiter is never stored (the join completes inline).
-        assert_eq!(c.start_join(unsafe { Waiter::new(std::ptr::null(), never) }), JoinStart::Done);
+        // SAFETY: the waiter is never run (the join completes inline).
+        assert_eq!(c.start_join(unsafe { JobRef::new(std::ptr::null::<usize>(), never) }), JoinStart::Done);
     }
 
     #[test]
@@ -494,15 +469,15 @@ mod tests {
 
     #[test]
     fn threads_without_a_shard_reserve_a_batch_on_the_root_and_take_credits_from_it() {
-        for slot in [None, Some(5)] {
+        for index in [None, Some(5)] {
             let c = Counter::new(1);
             let g = c.generation();
-            let a = c.try_associate(g, slot).unwrap();
+            let a = c.try_associate(g, index).unwrap();
             assert_eq!(a, Home::Root);
             assert_eq!((c.debug_counts().0, c.debug_credits()), (BATCH, BATCH - 1), "one batch reserved");
-            let more: Vec<Home> = (1..BATCH).map(|_| c.try_associate(g, slot).unwrap()).collect();
+            let more: Vec<Home> = (1..BATCH).map(|_| c.try_associate(g, index).unwrap()).collect();
             assert_eq!((c.debug_counts().0, c.debug_credits()), (BATCH, 0), "credits taken, root untouched");
-            let next = c.try_associate(g, slot).unwrap();
+            let next = c.try_associate(g, index).unwrap();
             assert_eq!((c.debug_counts().0, c.debug_credits()), (2 * BATCH, BATCH - 1), "the next batch");
             for home in more.into_iter().chain([a, next]) {
                 c.dissociate(home);
@@ -510,7 +485,7 @@ mod tests {
             assert_eq!(c.debug_counts().0, BATCH - 1, "the unused credits");
             join_inline(&c);
             assert_eq!((c.debug_counts().0, c.debug_credits()), (0, 0), "the join took the credits back");
-            assert!(c.try_associate(g, slot).is_none(), "joined");
+            assert!(c.try_associate(g, index).is_none(), "joined");
         }
     }
 
@@ -558,15 +533,15 @@ mod loom_tests {
 
     /// A waiter that counts its notifications in `flag` and checks that no association
     /// is alive (`live`) when it is notified.
-    fn waiter(state: &Arc<(Flag, Flag)>) -> Waiter {
-        unsafe fn notify(data: *const ()) {
+    fn waiter(state: &Arc<(Flag, Flag)>) -> JobRef {
+        unsafe fn notify(data: *const (), (): ()) {
             // SAFETY: `data` is the model's `(notified, live)` pair, alive until the end.
             let (notified, live) = unsafe { &*data.cast::<(Flag, Flag)>() };
             assert_eq!(live.load(Ordering::Acquire), 0, "join notified with a live association");
             notified.fetch_add(1, Ordering::AcqRel);
         }
         // SAFETY: the pair outlives the model's threads, which all end before it drops.
-        unsafe { Waiter::new(Arc::as_ptr(state).cast(), notify) }
+        unsafe { JobRef::new(Arc::as_ptr(state), notify) }
     }
 
     fn join_done(c: &Counter, state: &Arc<(Flag, Flag)>) -> bool {

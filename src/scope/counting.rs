@@ -10,13 +10,14 @@ use crate::env::{EmptyEnv, Env};
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{NoScheduler, Scheduler};
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 use crate::stop::StopToken;
 
 use super::core::ScopeCore;
-use super::counter::{Home, JoinStart, ScopeState, Waiter};
-use super::slot;
+use super::counter::{Home, JoinStart, ScopeState};
+use super::shard_index;
 use super::token::{Association, ScopeLifetime, ScopeToken};
+use crate::job::JobRef;
 
 /// How a scope counts its associations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,7 +142,7 @@ macro_rules! scope_common {
 
             #[inline]
             fn try_associate(&self) -> Option<ScopeAssociation> {
-                let home = self.core.counter.try_associate(self.generation, slot::current())?;
+                let home = self.core.counter.try_associate(self.generation, shard_index::current())?;
                 Some(ScopeAssociation { core: self.core, home, stop: $stop })
             }
         }
@@ -187,19 +188,19 @@ pub struct SimpleCountingScope {
 /// The token of a [`SimpleCountingScope`].
 ///
 /// ```
-/// use senders::{SimpleCountingScope, SimpleToken, just, spawn, sync_wait};
+/// use senders::{SimpleCountingScope, SimpleCountingToken, just, spawn, sync_wait};
 /// let scope = SimpleCountingScope::new();
-/// let token: SimpleToken = scope.token();
+/// let token: SimpleCountingToken = scope.token();
 /// spawn(just(()), token);
 /// sync_wait(scope.join()).unwrap();
 /// ```
 #[derive(Clone, Copy)]
-pub struct SimpleToken {
+pub struct SimpleCountingToken {
     core: &'static ScopeCore,
     generation: u64,
 }
 
-scope_common!(SimpleCountingScope, SimpleToken, false);
+scope_common!(SimpleCountingScope, SimpleCountingToken, false);
 
 /// P3149's `counting_scope`: a [`SimpleCountingScope`] plus
 /// [`request_stop`](Self::request_stop), which reaches every outstanding and future
@@ -242,9 +243,13 @@ impl CountingScope {
     }
 }
 
-impl std::fmt::Debug for SimpleToken {
+/// The old name of [`SimpleCountingToken`].
+#[deprecated(since = "0.1.0", note = "renamed `SimpleCountingToken`")]
+pub type SimpleToken = SimpleCountingToken;
+
+impl std::fmt::Debug for SimpleCountingToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimpleToken").finish_non_exhaustive()
+        f.debug_struct("SimpleCountingToken").finish_non_exhaustive()
     }
 }
 
@@ -319,16 +324,7 @@ impl std::fmt::Debug for JoinSender<'_> {
     }
 }
 
-impl Sender for JoinSender<'_> {
-    type Value = ();
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!(['a] JoinSender<'a> { value = (), error = Infallible, stopped = true, domain = NoDomain });
 
 /// The scheduler a join completes on: the one in its receiver's environment.
 type JoinSched<R> = <<R as Receiver<(), Infallible>>::Env as Env>::Scheduler;
@@ -415,7 +411,7 @@ where
     /// # Safety
     ///
     /// `data` points to a started, pinned `JoinOp` that has not completed; called once.
-    unsafe fn notify(data: *const ()) {
+    unsafe fn notify(data: *const (), (): ()) {
         // SAFETY: the caller's contract.
         let this = unsafe { &*data.cast::<Self>() };
         let hop = JoinHop { shared: &this.shared };
@@ -442,10 +438,10 @@ where
     <JoinSched<R> as Scheduler>::Sender: SenderTo<JoinHop<R>>,
 {
     unsafe fn start(self: Pin<&mut Self>) {
-        let data = (&*self as *const Self).cast::<()>();
         // SAFETY: the op is pinned and, per `start`'s contract, stays alive until it
-        // completes, which only the notification (called once) leads to.
-        let waiter = unsafe { Waiter::new(data, Self::notify) };
+        // completes, which only the notification (run once, on any thread: the op is
+        // `Send`) leads to.
+        let waiter = unsafe { JobRef::new(&*self as *const Self, Self::notify) };
         if self.shared.core.counter.start_join(waiter) == JoinStart::Done {
             self.shared.complete(false);
         }

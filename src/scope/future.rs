@@ -1,55 +1,69 @@
-//! `spawn_future` (P3149R6): start work in a scope now, consume its result later.
+//! `spawn_future` (P3149R6): start work in a scope now, consume its result later; and the
+//! two-sided block it shares with [`into_awaitable`](crate::into_awaitable).
 //!
-//! The work and the returned [`SpawnFuture`] share one heap block: the work's operation,
-//! its result, a stop source for the work, and a [`FutureCell`] that resolves the race
-//! between the work completing and the future being started, dropped or stopped.
+//! The work and its consumer (the [`SpawnFuture`] sender, or the Rust future of
+//! `into_awaitable`) share one heap block, a [`SpawnBlock`] whose head holds the work's
+//! result, a stop source for the work, the association with the scope, and a
+//! [`FutureCell`] that resolves the race between the work completing and the consumer
+//! starting to wait, giving up, or going away. A count of references (the work's, the
+//! consumer's, and one per stop request in progress) decides who frees the block.
 //!
 //! `FutureCell` states (bits of one atomic word):
 //!
-//! | bits | meaning | who frees the block |
-//! |---|---|---|
-//! | none | work running, future not started | — |
-//! | `DONE` | result stored, future not started | the future (when started or dropped) |
-//! | `WAITING` | future started and waiting | — |
-//! | `WAITING \| DONE` | the work notified the waiting future | the future, after completing |
-//! | `ABANDONED` | future dropped or stopped before the work finished | the work, when done |
-//! | `ABANDONED \| DONE` | both sides gone | whoever set the second bit |
+//! | bits | meaning |
+//! |---|---|
+//! | none | work running, consumer not waiting |
+//! | `DONE` | result stored, consumer not waiting: it takes the result when it looks |
+//! | `WAITING` | consumer waiting: its waiter (a job, or a `Waker`) is stored |
+//! | `WAITING \| DONE` | the work took the waiter to notify it; the result is the consumer's |
+//! | `ABANDONED` | consumer dropped or stopped before the work finished: the work's result is dropped with the block |
+//! | `ABANDONED \| DONE` | both sides gone |
+//!
+//! A Rust future may be polled again with another waker: it takes its waiter back
+//! (`WAITING` → none) and waits anew, unless `DONE` came first.
 
 use std::marker::PhantomPinned;
-use std::mem::{ManuallyDrop, MaybeUninit};
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::ptr::NonNull;
+use std::task::Waker;
 
 use crate::domain::{Domain, EarlyDomain, NoDomain};
-use crate::env::Env;
-use crate::outcome::Outcome;
+use crate::env::{EmptyEnv, Env};
+use crate::job::JobRef;
+use crate::outcome::{Outcome, outcome_completions};
 use crate::panic::Panic;
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
-use crate::spawn::SpawnedOp;
-use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
+use crate::sender::{OperationState, Sender, SenderTo, sender};
+use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, Invoke, RawStopCallback, StopToken};
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
-use super::counter::Waiter;
+use super::spawn::{SpawnBlock, SpawnHead};
 use super::token::{Association, ScopeLifetime, ScopeToken};
 
 const DONE: usize = 1;
 const WAITING: usize = 2;
 const ABANDONED: usize = 4;
 
-/// The work side's next step after publishing its result.
+/// How the consuming side waits for the work.
 #[derive(Debug)]
-pub(crate) enum AfterComplete {
-    /// The future waits: notify it (it takes the result and frees the block).
-    Notify(Waiter),
-    /// The future is gone: free the block.
-    Free,
-    /// The future has not started: it will take the result (or free it) later.
-    Nothing,
+pub(crate) enum Waiter {
+    /// A job that completes the waiting operation (a [`SpawnFuture`]'s).
+    Job(JobRef),
+    /// The waker of the last poll of a Rust future.
+    Waker(Waker),
 }
 
-/// The race between a spawned work's completion and its future (see the module docs).
+impl Waiter {
+    pub(crate) fn notify(self) {
+        match self {
+            Waiter::Job(job) => job.execute(),
+            Waiter::Waker(waker) => waker.wake(),
+        }
+    }
+}
+
+/// The race between a spawned work's completion and its consumer (see the module docs).
 pub(crate) struct FutureCell<T> {
     state: AtomicUsize,
     result: UnsafeCell<Option<T>>,
@@ -61,25 +75,25 @@ impl<T> FutureCell<T> {
         FutureCell { state: AtomicUsize::new(0), result: UnsafeCell::new(None), waiter: UnsafeCell::new(None) }
     }
 
-    /// The work side, once: stores the result and learns what to do next.
-    pub(crate) fn complete(&self, value: T) -> AfterComplete {
+    /// The work side, once: stores the result, and returns the waiter to notify if the
+    /// consumer waits.
+    pub(crate) fn complete(&self, value: T) -> Option<Waiter> {
         // SAFETY: until `DONE` is published only the work side touches the result.
         self.result.with_mut(|r| unsafe { *r = Some(value) });
         let old = self.state.fetch_or(DONE, Ordering::AcqRel);
-        if old & ABANDONED != 0 {
-            AfterComplete::Free
-        } else if old & WAITING != 0 {
-            // SAFETY: written before `WAITING` was published (acquired above), never again.
-            AfterComplete::Notify(self.waiter.with_mut(|w| unsafe { (*w).take() }).expect("future waiter"))
+        if old & (WAITING | ABANDONED) == WAITING {
+            // SAFETY: written before `WAITING` was published (acquired above); the
+            // consumer does not touch it again (it can no longer take it back).
+            self.waiter.with_mut(|w| unsafe { (*w).take() })
         } else {
-            AfterComplete::Nothing
+            None
         }
     }
 
-    /// The future side, once, when started: `true` if the result is ready now (the
-    /// caller takes it and frees the block); otherwise `waiter` will be notified, unless
-    /// a [`cancel`](Self::cancel) wins first.
-    pub(crate) fn start(&self, waiter: Waiter) -> bool {
+    /// The consumer, when it starts to wait: `true` if the result is ready now (the
+    /// caller takes it); otherwise `waiter` will be notified, unless the consumer takes it
+    /// back first ([`cancel`](Self::cancel), [`unwait`](Self::unwait)).
+    pub(crate) fn wait(&self, waiter: Waiter) -> bool {
         // SAFETY: the work side reads the waiter only after seeing `WAITING`, below.
         self.waiter.with_mut(|w| unsafe { *w = Some(waiter) });
         match self.state.compare_exchange(0, WAITING, Ordering::AcqRel, Ordering::Acquire) {
@@ -93,20 +107,33 @@ impl<T> FutureCell<T> {
         }
     }
 
-    /// The future side, instead of `start`: it is dropped. `true` if the work is done and
-    /// the caller must free the block.
-    pub(crate) fn abandon(&self) -> bool {
-        self.state.fetch_or(ABANDONED, Ordering::AcqRel) & DONE != 0
+    /// The consumer, after `wait` returned `false`, to wait with another waiter: takes
+    /// the stored one back and returns `true`, or returns `false` if the work completed
+    /// first (the result is ready; the old waiter is notified).
+    pub(crate) fn unwait(&self) -> bool {
+        if self.state.compare_exchange(WAITING, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return false;
+        }
+        // SAFETY: without `WAITING` the work side will not read the waiter.
+        self.waiter.with_mut(|w| unsafe { *w = None });
+        true
     }
 
-    /// The future side, after `start` returned `false`: gives up waiting (a stop
-    /// request). `true` if it won (the work side frees the block later); `false` if the
-    /// work completed first and its notification is coming.
+    /// The consumer, instead of waiting: it is dropped. The work's result, when it
+    /// comes, is dropped with the block.
+    pub(crate) fn abandon(&self) {
+        self.state.fetch_or(ABANDONED, Ordering::AcqRel);
+    }
+
+    /// The consumer, after `wait` returned `false`: gives up waiting (a stop request).
+    /// `true` if it won (the work's result will be dropped with the block); `false` if
+    /// the work completed first and its notification is coming.
     pub(crate) fn cancel(&self) -> bool {
         self.state.compare_exchange(WAITING, WAITING | ABANDONED, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
-    /// Takes the result, after `start` returned `true` or the notification arrived.
+    /// Takes the result, after `wait` returned `true`, `unwait` returned `false`, or the
+    /// notification arrived.
     pub(crate) fn take(&self) -> T {
         // SAFETY: `DONE` was observed with acquire ordering by this side; the work side
         // no longer touches the result.
@@ -114,14 +141,14 @@ impl<T> FutureCell<T> {
     }
 }
 
-/// The part of the block the future sees: it does not know the operation's type.
+/// The part of the block the consumer sees: it does not know the operation's type.
 #[repr(C)]
-struct Header<V, E> {
-    cell: FutureCell<Outcome<V, E>>,
-    /// The work's stop source: the future's drop or stop, and the scope's stop, request
+pub(crate) struct Header<V, E> {
+    pub(crate) cell: FutureCell<Outcome<V, E>>,
+    /// The work's stop source: the consumer's drop or stop, and the scope's stop, request
     /// stop here.
     stop: InplaceStopSource,
-    /// The future's and the work's references to the block, plus one for each stop
+    /// The consumer's and the work's references to the block, plus one for each stop
     /// request in progress on `stop`; whoever drops the last frees the block.
     refs: AtomicUsize,
     /// Frees the whole block (the work's operation is already destroyed).
@@ -134,7 +161,7 @@ impl<V, E> Header<V, E> {
     /// # Safety
     ///
     /// The caller owns one reference, which it does not use again.
-    unsafe fn release(this: *const Self) {
+    pub(crate) unsafe fn release(this: *const Self) {
         // SAFETY: the caller's reference keeps the block alive until the decrement.
         if unsafe { (*this).refs.fetch_sub(1, Ordering::AcqRel) } == 1 {
             // SAFETY: no reference is left.
@@ -142,83 +169,125 @@ impl<V, E> Header<V, E> {
         }
     }
 
-    /// Requests stop on the work, holding a reference across the request: it may
-    /// complete the work, and then the future, inline, and their references go with
-    /// them, while the request still walks the block's stop source.
+    /// The consumer gives up: requests stop on the work, marks the cell abandoned and
+    /// gives up its reference.
     ///
     /// # Safety
     ///
-    /// The block is alive (the caller holds a reference, or a stop callback on it that
-    /// the work drops before giving up its own).
-    unsafe fn stop_work(this: *const Self) {
-        // SAFETY: the caller's contract.
+    /// The caller is the consumer, holds its reference, and does not use it again.
+    pub(crate) unsafe fn abandon(this: *const Self) {
+        // SAFETY: the consumer's reference keeps the block alive, through the stop
+        // request, until the release.
         unsafe {
-            (*this).refs.fetch_add(1, Ordering::Relaxed);
             (*this).stop.request_stop();
+            (*this).cell.abandon();
             Self::release(this);
         }
     }
 }
 
-/// Forwards the scope's stop request to the work (the scope's stop callback).
-struct ForwardToWork {
-    header: *const (),
-    stop: unsafe fn(*const ()),
-}
-
-// SAFETY: the block's contents are `Send` (required by `spawn_future`); the work drops
-// this callback (waiting for it if it runs) before it gives up its reference.
-unsafe impl Send for ForwardToWork {}
-
-impl Invoke for ForwardToWork {
-    fn invoke(self) {
-        // SAFETY: as above.
-        unsafe { (self.stop)(self.header) }
+/// A stop request on the work may complete the work, and then its consumer, inline,
+/// and their references go with them, while the request still walks the block's stop
+/// source: so it holds a reference of its own.
+// SAFETY: a reference keeps the block, and its stop source, alive until released.
+unsafe impl<V, E> ForwardTarget for Header<V, E> {
+    type Hold = ();
+    fn hold(&self) -> Option<()> {
+        self.refs.fetch_add(1, Ordering::Relaxed);
+        Some(())
+    }
+    fn source(&self) -> &InplaceStopSource {
+        &self.stop
+    }
+    unsafe fn release(this: *const Self, (): ()) {
+        // SAFETY: forwarded.
+        unsafe { Self::release(this) }
     }
 }
 
-/// # Safety
-///
-/// `header` is a live `Header<V, E>` (see `ForwardToWork`).
-unsafe fn forward_to_work<V, E>(header: *const ()) {
-    // SAFETY: the caller's contract.
-    unsafe { Header::stop_work(header.cast::<Header<V, E>>()) }
-}
-
-/// The work side's part of the block, whatever the operation's type.
+/// The head of the block: what the work's receiver reaches, whatever the operation's type.
 #[repr(C)]
-struct Head<V, E, A> {
-    header: Header<V, E>,
-    /// Registered on the association's stop token; dropped before the association.
-    scope_stop: ManuallyDrop<RawStopCallback<'static, ForwardToWork>>,
+pub(crate) struct Head<V, E, A> {
+    pub(crate) header: Header<V, E>,
+    /// Forwards the scope's stop to the work: registered on the association's stop token
+    /// once the block is in place, and dropped before the association ends.
+    scope_stop: Option<RawStopCallback<'static, ForwardStop>>,
     assoc: ManuallyDrop<A>,
-}
-
-#[repr(C)]
-struct Block<V, E, A, Op> {
-    head: Head<V, E, A>,
-    op: MaybeUninit<Op>,
+    /// Drops the work's operation, in place.
+    drop_op: unsafe fn(*mut Head<V, E, A>),
     _pin: PhantomPinned,
 }
 
-/// # Safety
+impl<V, E, A> SpawnHead for Head<V, E, A> {
+    type Assoc = A;
+    fn assoc(&mut self) -> &mut ManuallyDrop<A> {
+        &mut self.assoc
+    }
+}
+
+/// The block of a `spawn_future`: its head, then the work's operation.
+type Block<V, E, A, Op> = SpawnBlock<Head<V, E, A>, Op>;
+
+/// The operation of work `S` whose result goes to the two-sided block, in a scope whose
+/// association is `A`.
+pub(crate) type FutureWork<S, A> =
+    <S as SenderTo<FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, A>>>::Operation;
+
+/// The two-sided block of work `S` in a scope whose association is `A`.
+pub(crate) type WorkBlock<S, A> = Block<<S as Sender>::Value, <S as Sender>::Error, A, FutureWork<S, A>>;
+
+/// Connects `sndr` in a fresh two-sided block with `assoc`, and forwards the scope's stop
+/// requests to it. The work is not started; the block holds two references, the work's
+/// and the consumer's.
 ///
-/// `header` is the header of a live `Block<V, E, A, Op>` from `spawn_future` whose
-/// operation, stop callback and association are already gone; called once.
-unsafe fn free_block<V, E, A, Op>(header: *const Header<V, E>) {
-    let block = header.cast_mut().cast::<Block<V, E, A, Op>>();
-    // SAFETY: the caller's contract; the remaining fields drop normally, then the block
-    // (from `block::new`) is freed once.
-    unsafe { crate::block::drop_and_free(NonNull::new_unchecked(block)) }
+/// # Panics
+///
+/// A panic in `connect` unwinds out of this call after the block is gone and the
+/// association has ended (see [`SpawnBlock::connect`]).
+pub(crate) fn connect_work<S, A>(sndr: S, assoc: A) -> NonNull<WorkBlock<S, A>>
+where
+    S: Sender + SenderTo<FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, A>>,
+    A: Association,
+{
+    type V<S> = <S as Sender>::Value;
+    type E<S> = <S as Sender>::Error;
+    let head = Head {
+        header: Header {
+            cell: FutureCell::new(),
+            stop: InplaceStopSource::new(),
+            refs: AtomicUsize::new(2),
+            free: free_block::<V<S>, E<S>, A, FutureWork<S, A>>,
+        },
+        scope_stop: None,
+        assoc: ManuallyDrop::new(assoc),
+        drop_op: SpawnBlock::<Head<V<S>, E<S>, A>, FutureWork<S, A>>::drop_op,
+        _pin: PhantomPinned,
+    };
+    let block = Block::connect(head, sndr, |head| FutureReceiver { head });
+    let head = block.as_ptr().cast::<Head<V<S>, E<S>, A>>();
+    // SAFETY: the block is a fresh, never-moving allocation. The scope's token borrows
+    // the association, which stays in the block until the work side drops the callback
+    // and then takes the association out; the forwarder's target, the header, outlives
+    // the callback (`ForwardTarget` for `Header`), and the block's contents are `Send`.
+    unsafe {
+        let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.env().stop_token());
+        let forward = ForwardStop::new(&raw const (*head).header);
+        let cb = (*head).scope_stop.insert(RawStopCallback::new(scope_token, forward));
+        Pin::new_unchecked(cb).register();
+    }
+    block
 }
 
 /// # Safety
 ///
-/// `head` is the head of a `Block<V, E, A, Op>` whose operation is initialized and will
-/// not be touched again; called once.
-unsafe fn drop_op<V, E, A, Op>(head: *mut Head<V, E, A>) {
-    // SAFETY: the caller's contract.
-    unsafe { (*head.cast::<Block<V, E, A, Op>>()).op.assume_init_drop() }
+/// `header` is the header of a live `Block<V, E, A, Op>` from `connect_work` whose
+/// operation, stop callback and association are already gone; called once.
+unsafe fn free_block<V, E, A, Op>(header: *const Header<V, E>) {
+    let block = header.cast_mut().cast::<Block<V, E, A, Op>>();
+    // SAFETY: the caller's contract; what is left of the head drops normally (the
+    // operation is `MaybeUninit` and already dropped), then the block (from
+    // `block::new`) is freed once.
+    unsafe { crate::block::drop_and_free(NonNull::new_unchecked(block)) }
 }
 
 /// Ends the work side: destroys the operation, deregisters the scope's stop callback,
@@ -226,38 +295,33 @@ unsafe fn drop_op<V, E, A, Op>(head: *mut Head<V, E, A>) {
 ///
 /// # Safety
 ///
-/// `head` is a live block's head whose operation (to be destroyed by `drop_op`) is done
-/// or was never started; called once.
-unsafe fn finish_work<V, E, A: Association>(
-    head: *mut Head<V, E, A>,
-    drop_op: unsafe fn(*mut Head<V, E, A>),
-    outcome: Outcome<V, E>,
-) {
+/// `head` is a live block's head whose operation is done or was never started; called
+/// once.
+unsafe fn finish_work<V, E, A>(head: *mut Head<V, E, A>, outcome: Outcome<V, E>) {
     // SAFETY: the operation does not touch itself after calling its receiver, so it may
     // be destroyed; then the scope's stop callback is deregistered and the association
     // taken out, in that order, each exactly once.
     let assoc = unsafe {
-        drop_op(head);
-        ManuallyDrop::drop(&mut (*head).scope_stop);
+        ((*head).drop_op)(head);
+        (*head).scope_stop = None;
         ManuallyDrop::take(&mut (*head).assoc)
     };
-    // Dissociate before publishing: the future's continuation is not scope work and may
+    // Dissociate before publishing: the consumer's continuation is not scope work and may
     // run long (or even join this very scope).
     drop(assoc);
     // SAFETY: the work's reference keeps the header alive until the release below.
     let header = unsafe { &raw const (*head).header };
     // SAFETY: as above.
-    if let AfterComplete::Notify(waiter) = unsafe { (*header).cell.complete(outcome) } {
+    if let Some(waiter) = unsafe { (*header).cell.complete(outcome) } {
         waiter.notify();
     }
     // SAFETY: the work's reference, given up once.
     unsafe { Header::release(header) }
 }
 
-/// The receiver of the spawned work.
+/// The receiver of the spawned work: publishes its completion in the block.
 pub struct FutureReceiver<V, E, A> {
     head: *mut Head<V, E, A>,
-    drop_op: unsafe fn(*mut Head<V, E, A>),
 }
 
 // SAFETY: completes on any thread; the block's contents are `Send` (required by
@@ -275,13 +339,13 @@ impl<V, E, A: Association> FutureReceiver<V, E, A> {
 
     fn finish(self, outcome: Outcome<V, E>) {
         // SAFETY: the operation has completed (it called this receiver).
-        unsafe { finish_work(self.head, self.drop_op, outcome) }
+        unsafe { finish_work(self.head, outcome) }
     }
 }
 
 /// The environment of `spawn_future`d work: the scope's (for a `let_async_scope`, the
 /// outer receiver's scheduler and queries), with the work's own stop token, which the
-/// scope's stop and the future's drop or stop both reach.
+/// scope's stop and the consumer's drop or stop both reach.
 impl<V, E, A: Association> Env for FutureReceiver<V, E, A> {
     type Scheduler = <A::Env as Env>::Scheduler;
     type Domain = <A::Env as Env>::Domain;
@@ -302,17 +366,35 @@ impl<V, E, A: Association> Receiver<V, E> for FutureReceiver<V, E, A> {
     fn env(&self) -> &Self {
         self
     }
-    fn set_value(self, value: V) {
-        self.finish(Outcome::Value(value))
+    outcome_completions!(finish);
+}
+
+/// The association of work that no scope tracks: the work of
+/// [`into_awaitable`](crate::into_awaitable), which its future owns. Its environment is
+/// empty (the work's stop token is the block's own), and it has no error or panic to
+/// report (the future receives them).
+#[derive(Debug)]
+pub struct Detached(());
+
+impl Detached {
+    pub(crate) fn new() -> Self {
+        Detached(())
     }
-    fn set_error(self, error: E) {
-        self.finish(Outcome::Error(error))
+}
+
+impl Association for Detached {
+    type Error = std::convert::Infallible;
+    type Env = EmptyEnv;
+    fn env(&self) -> &EmptyEnv {
+        &EmptyEnv
     }
-    fn set_stopped(self) {
-        self.finish(Outcome::Stopped)
+    fn report_panic(&self, panic: Panic) {
+        // Unreachable: the work's receiver hands a panic to the future, not to the
+        // association. Were it reached, the panic goes on here, as it would unhandled.
+        panic.resume()
     }
-    fn set_panic(self, panic: Panic) {
-        self.finish(Outcome::Panic(panic))
+    fn report_error(&self, error: Self::Error) {
+        match error {}
     }
 }
 
@@ -338,41 +420,16 @@ impl<V, E> std::fmt::Debug for SpawnFuture<V, E> {
     }
 }
 
-/// Abandons the work behind `header`: requests stop, and frees the block if the work is
-/// already done.
-///
-/// # Safety
-///
-/// `header` is a live block's header, and the caller is the future side, abandoning once.
-unsafe fn abandon<V, E>(header: *const Header<V, E>) {
-    // SAFETY: the future's reference keeps the block alive until the release; the work
-    // frees nothing while it is held.
-    unsafe {
-        (*header).stop.request_stop();
-        (*header).cell.abandon();
-        Header::release(header);
-    }
-}
-
 impl<V, E> Drop for SpawnFuture<V, E> {
     fn drop(&mut self) {
         if let Some(header) = self.header.take() {
             // SAFETY: the future owns its side of the block and abandons it once.
-            unsafe { abandon(header) };
+            unsafe { Header::abandon(header) };
         }
     }
 }
 
-impl<V, E> Sender for SpawnFuture<V, E> {
-    type Value = V;
-    type Error = E;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([V, E] SpawnFuture<V, E> { value = V, error = E, stopped = true, domain = NoDomain });
 
 impl<V, E, R: Receiver<V, E> + Send> SenderTo<R> for SpawnFuture<V, E> {
     type Operation = FutureOp<V, E, R>;
@@ -442,7 +499,7 @@ impl<V, E, R: Receiver<V, E> + Send> FutureOp<V, E, R> {
     /// # Safety
     ///
     /// As `deliver`; `data` is the operation.
-    unsafe fn notified(data: *const ()) {
+    unsafe fn notified(data: *const (), (): ()) {
         // SAFETY: forwarded.
         unsafe { Self::deliver(data.cast_mut().cast::<Self>()) }
     }
@@ -485,7 +542,7 @@ impl<V, E, R: Receiver<V, E> + Send> Drop for FutureOp<V, E, R> {
             && let Some(header) = self.header.take()
         {
             // SAFETY: never started: this side abandons its block once.
-            unsafe { abandon(header) };
+            unsafe { Header::abandon(header) };
         }
     }
 }
@@ -513,10 +570,11 @@ impl<V, E, R: Receiver<V, E> + Send> OperationState for FutureOp<V, E, R> {
             // cancel yet (not waiting), but it forwards the stop to the work.
             Pin::new_unchecked(cb).register();
         }
-        // SAFETY: as above.
-        let waiter = unsafe { Waiter::new(this.cast_const().cast(), Self::notified) };
+        // SAFETY: the operation stays alive until the notification completes it, on any
+        // thread (the receiver is `Send`).
+        let waiter = unsafe { JobRef::new(this.cast_const(), Self::notified) };
         // SAFETY: the block is alive; this side has not finished.
-        if unsafe { (*header).cell.start(waiter) } {
+        if unsafe { (*header).cell.wait(Waiter::Job(waiter)) } {
             // SAFETY: the result is ours.
             unsafe { Self::deliver(this) };
         }
@@ -552,187 +610,164 @@ where
     S::Error: Send + 'scope,
     Tk: ScopeLifetime<'scope>,
     S: SenderTo<FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, Tk::Association>> + Send,
-    <S as SenderTo<FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, Tk::Association>>>::Operation: Send,
+    FutureWork<S, Tk::Association>: Send,
 {
-    type Op<S, Tk> = <S as SenderTo<
-        FutureReceiver<<S as Sender>::Value, <S as Sender>::Error, <Tk as ScopeToken>::Association>,
-    >>::Operation;
-    type V<S> = <S as Sender>::Value;
-    type E<S> = <S as Sender>::Error;
-    type A<Tk> = <Tk as ScopeToken>::Association;
+    type Work<S, Tk> = FutureWork<S, <Tk as ScopeToken>::Association>;
+    type H<S, Tk> = Head<<S as Sender>::Value, <S as Sender>::Error, <Tk as ScopeToken>::Association>;
 
     let Some(assoc) = token.try_associate() else {
         return SpawnFuture { header: None };
     };
-    let block: *mut Block<V<S>, E<S>, A<Tk>, Op<S, Tk>> = crate::block::new(Block {
-        head: Head {
-            header: Header {
-                cell: FutureCell::new(),
-                stop: InplaceStopSource::new(),
-                refs: AtomicUsize::new(2),
-                free: free_block::<V<S>, E<S>, A<Tk>, Op<S, Tk>>,
-            },
-            scope_stop: ManuallyDrop::new(RawStopCallback::new(
-                StopToken::never(),
-                ForwardToWork { header: std::ptr::null(), stop: forward_to_work::<V<S>, E<S>> },
-            )),
-            assoc: ManuallyDrop::new(assoc),
-        },
-        op: MaybeUninit::uninit(),
-        _pin: PhantomPinned,
-    })
-    .as_ptr();
-    let head = block.cast::<Head<V<S>, E<S>, A<Tk>>>();
-    let rcvr = FutureReceiver { head, drop_op: drop_op::<V<S>, E<S>, A<Tk>, Op<S, Tk>> };
-    let op = match crate::panic::catch(|| sndr.connect(rcvr)) {
-        Ok(op) => op,
-        Err(panic) => {
-            // Nothing is registered or written yet: take the association back out, drop
-            // the rest of the block and free it, end the association, and let the
-            // caller see the panic (as `spawn` does).
-            // SAFETY: `block` came from `block::new` with this type; the association is
-            // moved out once; the stop callback was never registered and owns nothing;
-            // the other fields are dropped once, in place.
-            let assoc = unsafe {
-                crate::block::free_after(NonNull::new_unchecked(block), || {
-                    let assoc = ManuallyDrop::take(&mut (*head).assoc);
-                    std::ptr::drop_in_place(block);
-                    assoc
-                })
-            };
-            drop(assoc);
-            panic.resume();
-        }
-    };
-    // SAFETY: the block is a fresh, never-moving allocation. The scope's token borrows
-    // the association, which stays in the block until the work side drops the callback
-    // and then takes the association out.
-    unsafe {
-        let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.env().stop_token());
-        let header = (&raw const (*head).header).cast::<()>();
-        *(*head).scope_stop =
-            RawStopCallback::new(scope_token, ForwardToWork { header, stop: forward_to_work::<V<S>, E<S>> });
-        Pin::new_unchecked(&mut *(*head).scope_stop).register();
-        (*block).op.write(op);
-    }
-    let op = SpawnedOp {
-        ptr: block.cast(),
-        start: start_block::<V<S>, E<S>, A<Tk>, Op<S, Tk>>,
-        discard: discard_block::<V<S>, E<S>, A<Tk>, Op<S, Tk>>,
+    let block = connect_work(sndr, assoc);
+    // The header is the head's first field, the head the block's (`repr(C)`).
+    let header = block.as_ptr().cast_const().cast::<Header<S::Value, S::Error>>();
+    // SAFETY: the block is handed out once; its operation and association are `Send`
+    // (this function's bounds), and discarding it ends the work stopped.
+    let op = unsafe {
+        SpawnBlock::<H<S, Tk>, Work<S, Tk>>::into_spawned(block, discard_work::<S::Value, S::Error, Tk::Association>)
     };
     EarlyDomain::<S>::default().apply_spawn(op);
-    SpawnFuture { header: Some(head.cast_const().cast()) }
+    SpawnFuture { header: Some(header) }
 }
 
+/// Ends unstarted work: it completes stopped.
+///
 /// # Safety
 ///
-/// `block` is an unstarted `Block<V, E, A, Op>` from `spawn_future`; called once.
-unsafe fn start_block<V, E, A, Op: OperationState>(block: *const ()) {
-    // SAFETY: the block is alive until both sides are done, and never moves.
-    unsafe { Pin::new_unchecked((*block.cast_mut().cast::<Block<V, E, A, Op>>()).op.assume_init_mut()).start() }
-}
-
-/// # Safety
-///
-/// As `start_block`, for work that will never be started: it ends stopped.
-unsafe fn discard_block<V, E, A: Association, Op>(block: *mut ()) {
+/// `block` is an unstarted block from `connect_work` with this head type; called once.
+unsafe fn discard_work<V, E, A>(block: *const ()) {
     // SAFETY: forwarded; the operation was never started.
-    unsafe { finish_work(block.cast::<Head<V, E, A>>(), drop_op::<V, E, A, Op>, Outcome::Stopped) }
+    unsafe { finish_work(block.cast_mut().cast::<Head<V, E, A>>(), Outcome::Stopped) }
 }
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! The `spawn_future` race under loom: the work completing against the future
-    //! starting, being dropped, or being stopped. Exactly one side frees the block, and
-    //! the result is delivered at most once, exactly when the future did not give up.
+    //! The `FutureCell` race under loom: the work completing against its consumer
+    //! waiting, giving up, being stopped, or waiting again with another waker. The
+    //! result is delivered at most once, exactly when the consumer did not give up, and
+    //! a consumer that waits is never left without a notification.
     use super::*;
     use crate::sync::{Arc, thread};
     use loom::sync::atomic::AtomicUsize as Count;
 
-    /// What the model's `Waiter` reports to.
+    /// What the model's waiters report to.
     struct Model {
         cell: FutureCell<u32>,
-        frees: Count,
         delivered: Count,
     }
 
-    unsafe fn notified(data: *const ()) {
+    /// A job waiter: takes the result and delivers it, as `FutureOp::notified` does.
+    unsafe fn notified(data: *const (), (): ()) {
         // SAFETY: `data` is the model, alive until the end.
         let m = unsafe { &*data.cast::<Model>() };
         assert_eq!(m.cell.take(), 7);
         m.delivered.fetch_add(1, Ordering::AcqRel);
-        m.frees.fetch_add(1, Ordering::AcqRel);
     }
 
     fn model() -> Arc<Model> {
-        Arc::new(Model { cell: FutureCell::new(), frees: Count::new(0), delivered: Count::new(0) })
+        Arc::new(Model { cell: FutureCell::new(), delivered: Count::new(0) })
     }
 
     fn work(m: &Arc<Model>) -> thread::JoinHandle<()> {
         let m = m.clone();
-        thread::spawn(move || match m.cell.complete(7) {
-            AfterComplete::Notify(w) => w.notify(),
-            AfterComplete::Free => {
-                m.frees.fetch_add(1, Ordering::AcqRel);
+        thread::spawn(move || {
+            if let Some(w) = m.cell.complete(7) {
+                w.notify();
             }
-            AfterComplete::Nothing => {}
         })
     }
 
-    fn waiter(m: &Arc<Model>) -> Waiter {
+    fn job_waiter(m: &Arc<Model>) -> Waiter {
         // SAFETY: the model outlives every thread.
-        unsafe { Waiter::new(Arc::as_ptr(m).cast(), notified) }
+        Waiter::Job(unsafe { JobRef::new(Arc::as_ptr(m), notified) })
+    }
+
+    /// A waker that counts its wakes, as an executor's would schedule a poll.
+    struct CountWakes(Count);
+    impl std::task::Wake for CountWakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn waker() -> (std::sync::Arc<CountWakes>, Waiter) {
+        let wakes = std::sync::Arc::new(CountWakes(Count::new(0)));
+        (wakes.clone(), Waiter::Waker(Waker::from(wakes)))
     }
 
     #[test]
-    fn completion_racing_start() {
+    fn completion_racing_wait() {
         loom::model(|| {
             let m = model();
             let w = work(&m);
-            if m.cell.start(waiter(&m)) {
+            if m.cell.wait(job_waiter(&m)) {
                 assert_eq!(m.cell.take(), 7);
                 m.delivered.fetch_add(1, Ordering::AcqRel);
-                m.frees.fetch_add(1, Ordering::AcqRel);
             }
             w.join().unwrap();
             assert_eq!(m.delivered.load(Ordering::Acquire), 1);
-            assert_eq!(m.frees.load(Ordering::Acquire), 1);
         });
     }
 
     #[test]
-    fn completion_racing_drop() {
+    fn completion_racing_abandon() {
         loom::model(|| {
             let m = model();
             let w = work(&m);
-            if m.cell.abandon() {
-                m.frees.fetch_add(1, Ordering::AcqRel);
-            }
+            m.cell.abandon();
             w.join().unwrap();
             assert_eq!(m.delivered.load(Ordering::Acquire), 0);
-            assert_eq!(m.frees.load(Ordering::Acquire), 1);
         });
     }
 
     #[test]
-    fn completion_racing_a_stop_request_after_start() {
+    fn completion_racing_a_stop_request_after_wait() {
         loom::model(|| {
             let m = model();
             let w = work(&m);
             let mut stopped = false;
-            if m.cell.start(waiter(&m)) {
+            if m.cell.wait(job_waiter(&m)) {
                 assert_eq!(m.cell.take(), 7);
                 m.delivered.fetch_add(1, Ordering::AcqRel);
-                m.frees.fetch_add(1, Ordering::AcqRel);
             } else {
                 // The receiver's stop request arrives while waiting.
                 stopped = m.cell.cancel();
             }
             w.join().unwrap();
-            // Either the future completed stopped (and the work freed the block) or it got
-            // the result; never both, never neither.
+            // Either the future completed stopped or it got the result; never both, never
+            // neither.
             assert_eq!(m.delivered.load(Ordering::Acquire) + usize::from(stopped), 1);
-            assert_eq!(m.frees.load(Ordering::Acquire), 1);
+        });
+    }
+
+    /// A Rust future polled twice, with a new waker the second time, while the work
+    /// completes: the result is taken once, and if the second poll left it waiting, the
+    /// second waker was woken.
+    #[test]
+    fn completion_racing_a_second_poll_with_another_waker() {
+        loom::model(|| {
+            let m = model();
+            let w = work(&m);
+            let (_first, waiter) = waker();
+            let mut taken = m.cell.wait(waiter);
+            let mut second = None;
+            if !taken {
+                // The second poll: take the first waker back and wait with another.
+                taken = if m.cell.unwait() {
+                    let (wakes, waiter) = waker();
+                    second = Some(wakes);
+                    m.cell.wait(waiter)
+                } else {
+                    true
+                };
+            }
+            w.join().unwrap();
+            if !taken {
+                let woken = second.as_ref().map_or(0, |wakes| wakes.0.load(Ordering::Acquire));
+                assert_eq!(woken, 1, "the waker the future waits with was not woken");
+            }
+            // The poll that follows (or this one) takes the result, once.
+            assert_eq!(m.cell.take(), 7);
         });
     }
 }

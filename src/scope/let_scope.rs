@@ -37,23 +37,24 @@ use crate::adaptors::channels::WithError;
 use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
 use crate::factories::just::{Just, just};
+use crate::job::JobRef;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
-use crate::sender::{OperationState, Sender, SenderTo};
-use crate::stop::{Invoke, RawStopCallback, StopToken};
+use crate::sender::{OperationState, Sender, SenderTo, sender};
+use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken};
 use crate::sync::{self, AtomicBool, Ordering};
 
 use super::core::ScopeCore;
-use super::counter::{Home, JoinStart, Waiter};
-use super::slot;
+use super::counter::{Home, JoinStart};
+use super::shard_index;
 use super::token::{Association, ScopeLifetime, ScopeToken};
 
 /// Makes a type invariant in `'a`.
 type Invariant<'a> = fn(&'a ()) -> &'a ();
 
 /// A cell for a value written once inside a pinned operation.
-type Slot<T> = UnsafeCell<Option<T>>;
+type OpCell<T> = UnsafeCell<Option<T>>;
 
 /// What the function given to `let_async_scope` may return: a sender, or `()` (which
 /// means `just(())`). The sender's error must convert into the scope's error `E`.
@@ -146,20 +147,8 @@ where
     LetAsyncScope { sndr, f, _env: PhantomData, _types: PhantomData }
 }
 
-impl<S, F, Sch, S2> Sender for LetAsyncScope<'_, S, F, Sch, S2>
-where
-    S: Sender,
-    S2: IntoScopeSender<S::Error>,
-{
-    type Value = <S2::Sender as Sender>::Value;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!(['env, S, F, Sch, S2] LetAsyncScope<'env, S, F, Sch, S2> where [S: Sender,
+    S2: IntoScopeSender<S::Error>] { value = <S2::Sender as Sender>::Value, error = S::Error, stopped = true, domain = NoDomain });
 
 /// The part of a `let_async_scope` operation that tokens and associations point to.
 pub(crate) struct LetScopeShared<Sch, E> {
@@ -199,48 +188,32 @@ impl<Sch, E> LetScopeShared<Sch, E> {
 
     #[inline]
     fn associate(&self) -> Option<LetAssociation<'_, Sch, E>> {
-        let home = self.core.counter.try_associate(self.generation, slot::current())?;
+        let home = self.core.counter.try_associate(self.generation, shard_index::current())?;
         Some(LetAssociation { shared: NonNull::from(self), home, _s: PhantomData })
     }
 }
 
-/// Forwards the outer receiver's stop request to the scope's stop source, holding an
-/// association for the duration: the request may complete the last nested work inline,
-/// and without the association the join could then complete, and release the scope's
-/// core, inside the core's own `request_stop`, which would go on using the released core.
-/// Once the scope is joined it fails to associate and forwards nothing (nothing is left
-/// to stop).
-pub(crate) struct LetForwardStop {
-    shared: *const (),
-    forward: unsafe fn(*const ()),
-}
-
-impl LetForwardStop {
-    fn new<Sch, E>(shared: &LetScopeShared<Sch, E>) -> Self {
-        LetForwardStop { shared: std::ptr::from_ref(shared).cast(), forward: Self::forward::<Sch, E> }
+/// The outer receiver's stop request is forwarded to the scope's stop source under an
+/// association: the request may complete the last nested work inline, and without the
+/// association the join could then complete, and release the scope's core, inside the
+/// core's own `request_stop`, which would go on using the released core. Once the scope
+/// is joined it fails to associate and forwards nothing (nothing is left to stop).
+// SAFETY: an association keeps the scope from being joined, so the operation (and with
+// it this shared state) and the core's source stay alive until it is dissociated; the
+// core itself is never freed.
+unsafe impl<Sch, E> ForwardTarget for LetScopeShared<Sch, E> {
+    type Hold = Home;
+    fn hold(&self) -> Option<Home> {
+        self.core.counter.try_associate(self.generation, shard_index::current())
     }
-
-    /// # Safety
-    ///
-    /// `shared` is a live `LetScopeShared<Sch, E>`.
-    unsafe fn forward<Sch, E>(shared: *const ()) {
-        // SAFETY: the caller's contract.
-        let shared = unsafe { &*shared.cast::<LetScopeShared<Sch, E>>() };
-        if let Some(hold) = shared.associate() {
-            shared.core.stop.request_stop();
-            drop(hold);
-        }
+    fn source(&self) -> &InplaceStopSource {
+        &self.core.stop
     }
-}
-
-// SAFETY: made by `set_value` for a shared state that is `Sync` (its scheduler is, and its
-// error type is `Send`) and outlives the callback (`finish` drops the callback first).
-unsafe impl Send for LetForwardStop {}
-
-impl Invoke for LetForwardStop {
-    fn invoke(self) {
-        // SAFETY: as above.
-        unsafe { (self.forward)(self.shared) }
+    unsafe fn release(this: *const Self, home: Home) {
+        // SAFETY: the caller's contract: alive until this dissociation; the core is
+        // `'static`, read before it.
+        let core = unsafe { (*this).core };
+        core.counter.dissociate(home);
     }
 }
 
@@ -439,7 +412,7 @@ pub(crate) struct LetTail<Sch, E, V2, R> {
     /// The returned sender's completion: `Some(v)` for a value, `None` for stopped.
     result: sync::UnsafeCell<Option<Option<V2>>>,
     /// Forwards the outer stop request to the scope.
-    stop_cb: UnsafeCell<Option<RawStopCallback<'static, LetForwardStop>>>,
+    stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
 }
 
 impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
@@ -572,8 +545,8 @@ where
     tail: LetTail<Sch, S::Error, V2<S2, S::Error>, R>,
     f: UnsafeCell<Option<F>>,
     args: UnsafeCell<Option<S::Value>>,
-    second: Slot<SecondOp<S2, Sch, S::Error, R>>,
-    hop: Slot<HopOp<S2, Sch, S::Error, R>>,
+    second: OpCell<SecondOp<S2, Sch, S::Error, R>>,
+    hop: OpCell<HopOp<S2, Sch, S::Error, R>>,
 }
 
 /// The receiver of the predecessor.
@@ -648,7 +621,7 @@ where
     /// # Safety
     ///
     /// `data` is the started, pinned state; called once, after the scope is released.
-    unsafe fn joined(data: *const ()) {
+    unsafe fn joined(data: *const (), (): ()) {
         // SAFETY: the caller's contract.
         let state = unsafe { &*data.cast::<LetScopeState<S, F, Sch, S2, R>>() };
         let tail: *const LetTail<_, _, _, _> = &state.tail;
@@ -707,9 +680,10 @@ where
                 error: sync::UnsafeCell::new(None),
             });
             // Forward the outer stop request to the scope's source. The token borrows the
-            // outer environment, which outlives the callback (dropped by `finish` first).
+            // outer environment, which outlives the callback (dropped by `finish` first,
+            // before the shared state goes), and the shared state is `Sync`.
             let outer = std::mem::transmute::<StopToken<'_>, StopToken<'static>>(env.stop_token());
-            let cb = (*state.tail.stop_cb.get()).insert(RawStopCallback::new(outer, LetForwardStop::new(shared)));
+            let cb = (*state.tail.stop_cb.get()).insert(RawStopCallback::new(outer, ForwardStop::new(shared)));
             Pin::new_unchecked(cb).register();
 
             let args = (*state.args.get()).insert(value);
@@ -731,7 +705,7 @@ where
                     None
                 }
             };
-            let waiter = Waiter::new(state as *const LetScopeState<S, F, Sch, S2, R> as *const (), Self::joined);
+            let waiter = JobRef::new(state as *const LetScopeState<S, F, Sch, S2, R>, Self::joined);
             let done = core.counter.start_join(waiter) == JoinStart::Done;
             match second {
                 // Pending: the returned sender holds an association, so the join is not done.
@@ -839,7 +813,7 @@ mod loom_tests {
     //! The `let_async_scope` protocols under loom, on the module's real pieces: the
     //! first-error slot (`LetScopeShared::record_error`), `record_panic`, `associate` and
     //! the association's drop (the dissociation), the scope core's counter (`start_join`
-    //! and its `Waiter`), its stop source, and the outer stop request forwarded by a
+    //! and its waiting job), its stop source, and the outer stop request forwarded by a
     //! `RawStopCallback<ForwardStop>`.
     //!
     //! `LetScopeFirst::set_value` and `LetTail::finish` are re-enacted step by step, in
@@ -862,7 +836,7 @@ mod loom_tests {
         /// Set once `outer.request_stop()` has returned.
         outer_stopped: AtomicBool,
         /// `LetTail::stop_cb`: forwards the outer stop request to the scope's source.
-        stop_cb: UnsafeCell<Option<RawStopCallback<'static, LetForwardStop>>>,
+        stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
         /// The stop callback of spawned work that waits for the scope's stop request.
         work_cb: UnsafeCell<Option<RawStopCallback<'static, CompleteWork>>>,
         /// Associations alive, as the model counts them: up after each `associate`, down
@@ -959,7 +933,7 @@ mod loom_tests {
     ///
     /// `data` is a model from `open`; called once, when the count reached zero under the
     /// join.
-    unsafe fn joined(data: *const ()) {
+    unsafe fn joined(data: *const (), (): ()) {
         if std::thread::panicking() {
             // The model already failed; its unwinding dropped the last association.
             return;
@@ -998,7 +972,7 @@ mod loom_tests {
         // `free`, and the join's completion drops the callback before the scope's source
         // is reset.
         unsafe {
-            let forward = LetForwardStop::new(&m.shared);
+            let forward = ForwardStop::new(&m.shared);
             let cb = (*m.stop_cb.get()).insert(RawStopCallback::new(m.outer.token(), forward));
             Pin::new_unchecked(cb).register();
         }
@@ -1006,12 +980,11 @@ mod loom_tests {
 
     /// Starts the join as `set_value` does: queue the waiter, or complete inline.
     fn start_join(m: &'static Model) {
-        let data = std::ptr::from_ref(m).cast::<()>();
         // SAFETY: the model outlives every thread that may notify the waiter.
-        let waiter = unsafe { Waiter::new(data, joined) };
+        let waiter = unsafe { JobRef::new(std::ptr::from_ref(m), joined) };
         if m.shared.core.counter.start_join(waiter) == JoinStart::Done {
             // SAFETY: the count was zero: this is the one completion.
-            unsafe { joined(data) };
+            unsafe { joined(std::ptr::from_ref(m).cast(), ()) };
         }
     }
 

@@ -1,6 +1,17 @@
-//! Async scopes (P3149R6): the scope token concept, `nest`, `spawn_future`, and the
-//! counting scopes with per-worker counters merged at join; `let_async_scope` (P3296); and
-//! [`spawn`], whose source sits beside the domains' spawn hook.
+//! Async scopes (P3149R6): the scope token concept, `nest`, `spawn`, `spawn_future`, and
+//! the counting scopes with per-worker counters merged at join; `let_async_scope` (P3296).
+//!
+//! | file | what |
+//! |---|---|
+//! | `token.rs` | the token concept: [`ScopeToken`], [`Association`], [`ScopeLifetime`] |
+//! | `spawn.rs` | [`spawn`], and the heap block every spawned operation lives in |
+//! | `future.rs` | [`spawn_future`], and the two-sided block it shares with `into_awaitable` |
+//! | `nest.rs` | [`nest`] |
+//! | `counting.rs` | [`SimpleCountingScope`], [`CountingScope`], their tokens and join |
+//! | `let_scope.rs` | [`let_async_scope`] |
+//! | `counter.rs` | the sharded counter, its state machine and the join's wait |
+//! | `core.rs` | a scope's counter, stop source and first panic, in type-stable memory |
+//! | `shard_index.rs` | each pool worker's index in every scope's shards |
 
 mod core;
 pub(crate) mod counter;
@@ -8,19 +19,23 @@ mod counting;
 pub(crate) mod future;
 mod let_scope;
 mod nest;
-pub(crate) mod slot;
+pub(crate) mod shard_index;
+pub(crate) mod spawn;
 mod token;
 
-pub use crate::spawn::{SpawnReceiver, Spawnable, SpawnedOp, spawn};
+pub use crate::job::SpawnedOp;
 pub use counter::ScopeState;
+#[allow(deprecated)]
+pub use counting::SimpleToken;
 pub use counting::{
     CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, ScopeAssociation, SimpleCountingScope,
-    SimpleToken,
+    SimpleCountingToken,
 };
-pub use future::{FutureOp, FutureReceiver, SpawnFuture, spawn_future};
+pub use future::{Detached, FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
     HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
     NoHop, let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
+pub use spawn::{SpawnReceiver, Spawnable, spawn};
 pub use token::{Association, ScopeLifetime, ScopeToken};

@@ -6,8 +6,7 @@ use std::pin::Pin;
 use crate::adaptors::stop_when::{StopWhen, stop_when};
 use crate::env::Env;
 use crate::receiver::Receiver;
-use crate::scheduler::NoScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::StopToken;
 
 use super::token::{Association, ScopeToken};
@@ -71,16 +70,7 @@ impl<S: Sender, Tk: ScopeToken> std::fmt::Debug for Nest<S, Tk> {
     }
 }
 
-impl<S: Sender, Tk: ScopeToken> Sender for Nest<S, Tk> {
-    type Value = <Merged<S> as Sender>::Value;
-    type Error = <Merged<S> as Sender>::Error;
-    const SENDS_STOPPED: bool = true;
-    type Domain = <S as Sender>::Domain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!([S: Sender, Tk: ScopeToken] Nest<S, Tk> { value = <Merged<S> as Sender>::Value, error = <Merged<S> as Sender>::Error, stopped = true, domain = <S as Sender>::Domain });
 
 /// The nested sender with the association's stop token merged in.
 type Merged<S> = StopWhen<'static, S>;

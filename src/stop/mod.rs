@@ -59,6 +59,7 @@
 //! alive by contract.
 
 mod callback;
+mod forward;
 mod merged;
 mod source;
 
@@ -66,5 +67,5 @@ pub use callback::StopCallback;
 pub use merged::MergedStopSource;
 pub use source::{InplaceStopSource, StopToken};
 
-#[allow(unused_imports)]
 pub(crate) use callback::{Invoke, RawStopCallback};
+pub(crate) use forward::{ForwardStop, ForwardTarget};

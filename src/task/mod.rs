@@ -54,7 +54,7 @@ pub use scheduler::{ErasedScheduleReceiver, TaskScheduleOp, TaskScheduleSender, 
 use std::any::{Any, TypeId};
 use std::cell::{Cell, UnsafeCell};
 use std::convert::Infallible;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::marker::{PhantomData, PhantomPinned};
 use std::mem::MaybeUninit;
 use std::pin::Pin;
@@ -67,7 +67,7 @@ use crate::pool::PoolDomain;
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::scope::HopTo;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{Awaitable, OperationState, Sender, SenderTo, sender};
 use crate::stop::StopToken;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 
@@ -230,16 +230,7 @@ impl<T, E> Drop for Task<'_, T, E> {
     }
 }
 
-impl<T, E> Sender for Task<'_, T, E> {
-    type Value = T;
-    type Error = E;
-    const SENDS_STOPPED: bool = true;
-    type Domain = crate::domain::NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
+sender!(['a, T, E] Task<'a, T, E> { value = T, error = E, stopped = true, domain = crate::domain::NoDomain });
 
 // ---------------------------------------------------------------------------------------
 // The context awaited senders reach
@@ -540,7 +531,7 @@ pub(crate) struct AwaitNode {
 pub struct Awaited<S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>> {
     node: AwaitNode,
     sndr: Option<S>,
-    op: OpSlot<S::Operation>,
+    op: OpStorage<S::Operation>,
     result: UnsafeCell<Option<Result<S::Value, S::Error>>>,
     _pin: PhantomPinned,
 }
@@ -553,26 +544,26 @@ const OP_ROOM: usize = 5;
 /// tasks holds both tasks' operations, 640 bytes). The `Awaited` is part of the task's
 /// future, which `Task::new` copies whole into the frame whatever state it is in, so a
 /// large operation inline would be copied, uninitialized, at every `Task::new`.
-struct OpSlot<Op> {
+struct OpStorage<Op> {
     /// The connected operation, in `room` or in a block; null until connected.
     op: *mut Op,
     room: MaybeUninit<[usize; OP_ROOM]>,
     _op: PhantomData<Op>,
 }
 
-impl<Op> OpSlot<Op> {
+impl<Op> OpStorage<Op> {
     /// Whether an `Op` lives in the room.
     const INLINE: bool = size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>();
 
     fn new() -> Self {
-        OpSlot { op: ptr::null_mut(), room: MaybeUninit::uninit(), _op: PhantomData }
+        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit(), _op: PhantomData }
     }
 
     /// Puts the operation `connect` makes in place: in the room, or in a block.
     ///
     /// # Safety
     ///
-    /// The slot is pinned (it never moves again) and holds no operation.
+    /// The storage is pinned (it never moves again) and holds no operation.
     unsafe fn connect(&mut self, connect: impl FnOnce() -> Op) {
         let at = if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { crate::block::uninit::<Op>().as_ptr() };
         // A panic in `connect` unwinds through the task's poll: a block taken for it is
@@ -580,7 +571,7 @@ impl<Op> OpSlot<Op> {
         struct FreeOnUnwind<Op>(*mut Op);
         impl<Op> Drop for FreeOnUnwind<Op> {
             fn drop(&mut self) {
-                if !OpSlot::<Op>::INLINE {
+                if !OpStorage::<Op>::INLINE {
                     // SAFETY: the block came from `block::uninit` and holds nothing.
                     unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
                 }
@@ -612,7 +603,7 @@ impl<Op> OpSlot<Op> {
     }
 }
 
-impl<Op> Drop for OpSlot<Op> {
+impl<Op> Drop for OpStorage<Op> {
     fn drop(&mut self) {
         if self.op.is_null() {
             return;
@@ -654,7 +645,7 @@ where
     Awaited {
         node: AwaitNode { next: ptr::null_mut(), start: start_node::<S>, ctx: ptr::null() },
         sndr: Some(sndr),
-        op: OpSlot::new(),
+        op: OpStorage::new(),
         result: UnsafeCell::new(None),
         _pin: PhantomPinned,
     }
@@ -1291,81 +1282,18 @@ where
 }
 
 // ---------------------------------------------------------------------------------------
-// `.await` on the crate's senders
+// `.await` on senders
 
-/// Implements [`IntoFuture`] (`.await` inside a [`Task`]) for sender types of this crate.
-macro_rules! awaitable {
-    ($([$($g:tt)*] $ty:ty $(where [$($w:tt)*])?;)*) => {$(
-        impl<$($g)*> IntoFuture for $ty
-        where
-            $ty: SenderTo<AwaitRcvr<<$ty as Sender>::Value, <$ty as Sender>::Error>>,
-            $($($w)*)?
-        {
-            type Output = Result<<$ty as Sender>::Value, <$ty as Sender>::Error>;
-            type IntoFuture = Awaited<$ty>;
-            fn into_future(self) -> Awaited<$ty> {
-                awaited(self)
-            }
-        }
-    )*};
-}
-
-use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachImpl, BulkImpl};
-use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
-use crate::adaptors::let_::Let;
-use crate::adaptors::stop_when::StopWhen;
-use crate::adaptors::then::{Then, ThenImpl, UponError, UponStopped};
-use crate::adaptors::transfer::{ScheduleFrom, StartsOn};
-use crate::adaptors::when_all::{WhenAll, WhenAllImpl};
-use crate::adaptors::write_env::WriteEnv;
-use crate::bridge::FromFuture;
-use crate::factories::just::{Just, JustError, JustStopped};
-use crate::factories::read_env::ReadEnv;
-use crate::pool::{PoolBulk, PoolBulkEach, PoolSender};
-use crate::schedulers::inline::InlineSender;
-use crate::schedulers::run_loop::RunLoopSender;
-use crate::schedulers::single_thread::SingleThreadSender;
-use crate::scope::{JoinSender, LetAsyncScope, Nest, SpawnFuture};
-
-awaitable! {
-    [V] Just<V>;
-    [V, Er] JustError<V, Er>;
-    [V, Er] JustStopped<V, Er>;
-    [Q, T] ReadEnv<Q, T>;
-    [S, F] Then<S, F>;
-    [S, F] ThenImpl<S, F>;
-    [S, F] UponError<S, F>;
-    [S, F] UponStopped<S, F>;
-    [K, S, F] Let<K, S, F>;
-    [C] WhenAll<C>;
-    [C, P] WhenAllImpl<C, P>;
-    [S, F] Bulk<S, F>;
-    [S, F] BulkImpl<S, F>;
-    [S, T, F] BulkEach<S, T, F>;
-    [S, T, F] BulkEachImpl<S, T, F>;
-    [S, F] PoolBulk<S, F>;
-    [S, T, F] PoolBulkEach<S, T, F>;
-    [S] IntoVariant<S>;
-    [S, F] MapError<S, F>;
-    [S, Er] StoppedAsError<S, Er>;
-    [S] StoppedAsOptional<S>;
-    [S, Er] WithError<S, Er>;
-    ['x, S] StopWhen<'x, S>;
-    [S, P] WriteEnv<S, P> where [P: crate::env::Query];
-    [Sch, S] ScheduleFrom<Sch, S>;
-    [Sch, S] StartsOn<Sch, S>;
-    [F] FromFuture<F>;
-    [] PoolSender;
-    [] InlineSender;
-    [] RunLoopSender;
-    [D] SingleThreadSender<D>;
-    [] TaskScheduleSender;
-    ['x] JoinSender<'x>;
-    ['env, S, F, Sch, S2] LetAsyncScope<'env, S, F, Sch, S2>;
-    [S, Tk] Nest<S, Tk> where [S: Sender, Tk: crate::scope::ScopeToken];
-    [V, Er] SpawnFuture<V, Er>;
-    ['x, T, Er] Task<'x, T, Er>;
-    ['x, V, Er, Sch] crate::any::AnySender<'x, V, Er, Sch> where [Sch: MaybeScheduler];
+/// Every sender that connects to an awaited sender's receiver can be awaited in a task;
+/// the crate's senders are `.await`able through this (see [`Awaitable`]).
+impl<S> Awaitable for S
+where
+    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+{
+    type Awaited = Awaited<S>;
+    fn into_awaited(self) -> Awaited<S> {
+        awaited(self)
+    }
 }
 
 #[cfg(all(test, loom))]

@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use crate::domain::NoDomain;
 use crate::env::EmptyEnv;
+use crate::job::JobRef;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::schedulers::inline::InlineScheduler;
-use crate::sender::{OperationState, Sender, SenderTo};
+use crate::sender::{OperationState, SenderTo, sender};
 
 /// What an erased schedule reports to its callback.
 pub enum Scheduled {
@@ -228,7 +229,7 @@ pub struct TaskScheduleSender {
     sch: TaskScheduler,
 }
 
-impl Sender for TaskScheduleSender {
+sender!(impl [] TaskScheduleSender {
     type Value = ();
     type Error = Infallible;
     const SENDS_STOPPED: bool = true;
@@ -237,7 +238,7 @@ impl Sender for TaskScheduleSender {
     fn completion_scheduler(&self) -> TaskScheduler {
         self.sch.clone()
     }
-}
+});
 
 impl<R: Receiver<(), Infallible> + Send> SenderTo<R> for TaskScheduleSender {
     type Operation = TaskScheduleOp<R>;
@@ -253,19 +254,13 @@ pub struct TaskScheduleOp<R> {
     _pin: PhantomPinned,
 }
 
-/// The operation, moved into the erased callback as a pointer and its completion.
-struct OpPtr(*mut (), unsafe fn(*mut (), Scheduled));
-// SAFETY: the operation's receiver is `Send` (required by `connect`); the operation is
-// alive until this callback completes it.
-unsafe impl Send for OpPtr {}
-
 impl<R: Receiver<(), Infallible> + Send> TaskScheduleOp<R> {
     /// # Safety
     ///
     /// `op` is a started `Self` that has not completed; called once.
-    unsafe fn complete(op: *mut (), how: Scheduled) {
+    unsafe fn complete(op: *const (), how: Scheduled) {
         // SAFETY: the caller's contract.
-        let rcvr = unsafe { (*op.cast::<Self>()).rcvr.take() }.expect("TaskScheduleOp: completes once");
+        let rcvr = unsafe { (*op.cast_mut().cast::<Self>()).rcvr.take() }.expect("TaskScheduleOp: completes once");
         match how {
             Scheduled::Value => rcvr.set_value(()),
             Scheduled::Stopped => rcvr.set_stopped(),
@@ -278,14 +273,10 @@ impl<R: Receiver<(), Infallible> + Send> OperationState for TaskScheduleOp<R> {
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: nothing is moved out of the pinned operation.
         let this: *mut Self = unsafe { self.get_unchecked_mut() };
-        let ptr = OpPtr(this.cast(), Self::complete);
         // SAFETY: the operation lives until the callback completes it (`start`'s
-        // contract), and the callback runs once.
-        let sch = unsafe { &(*this).sch };
-        sch.schedule_then(Box::new(move |how| {
-            let ptr = ptr;
-            // SAFETY: as above.
-            unsafe { (ptr.1)(ptr.0, how) }
-        }));
+        // contract), the callback runs once, and the receiver is `Send` (required by
+        // `connect`).
+        let (job, sch) = unsafe { (JobRef::new(this.cast_const(), Self::complete), &(*this).sch) };
+        sch.schedule_then(Box::new(move |how| job.run(how)));
     }
 }

@@ -1,0 +1,308 @@
+//! White-box tests of the pool: where `Registry::push` and `WorkerThread::push_local`
+//! queue a job (a worker's own deque when pushed from one of this pool's workers, the
+//! calling thread's lane otherwise, the shared injector once every lane is taken, and
+//! nowhere once shutdown began, for outside submissions); the registry's reference count
+//! after the pool is dropped from a job; and the spawn hook's tag (the job of a spawned
+//! operation is queued once, and its first `schedule()` completes inline).
+//!
+//! A file of its own, above the pool's modules, so that those modules do not import the
+//! crate's higher layers for their tests.
+//!
+//! Jobs here must not panic (an unwinding job aborts the process), so they report
+//! what they observed over a channel and the test thread asserts.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use super::StaticThreadPool;
+use super::lane::LANES;
+use super::registry::{Registry, RegistryRef, WorkerThread};
+use crate::adaptors::then::Then;
+use crate::consumers::sync_wait::sync_wait;
+use crate::job::JobRef;
+use crate::scheduler::Scheduler;
+use crate::scope::{SimpleCountingScope, spawn};
+use std::sync::atomic::Ordering;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+type Thunk = Box<dyn FnOnce() + Send>;
+
+/// Runs the boxed thunk that `data` points to, once.
+///
+/// # Safety
+///
+/// `data` comes from `Box::into_raw(Box<Thunk>)` in [`job`]; called once.
+unsafe fn run_thunk(data: *const (), (): ()) {
+    // SAFETY: the caller's contract: we own the box and free it here.
+    let f = unsafe { Box::from_raw(data.cast_mut().cast::<Thunk>()) };
+    f();
+}
+
+/// A heap-allocated job that runs `f` once (and leaks if never run).
+fn job(f: impl FnOnce() + Send + 'static) -> JobRef {
+    let boxed: Box<Thunk> = Box::new(Box::new(f));
+    // SAFETY: `run_thunk` frees exactly this box, once; the thunk is `Send`, so it
+    // may run on any thread.
+    unsafe { JobRef::new(Box::into_raw(boxed), run_thunk) }
+}
+
+/// The registry of `pool`.
+fn registry_of(pool: &StaticThreadPool) -> RegistryRef {
+    pool.registry.clone()
+}
+
+/// Blocks the only worker of a one-thread pool until the returned sender is dropped
+/// or sent to; returns once the worker is inside the blocking job.
+fn block_worker(registry: &Registry) -> mpsc::Sender<()> {
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    assert!(registry.push(job(move || {
+        let _ = started_tx.send(());
+        let _ = release_rx.recv_timeout(TIMEOUT);
+    })));
+    started_rx.recv_timeout(TIMEOUT).expect("the blocking job did not start");
+    release_tx
+}
+
+/// Queue lengths seen from inside a job: (own deque, own stealer, injector).
+type Lens = (usize, usize, usize);
+
+#[test]
+fn push_from_a_worker_goes_to_its_own_deque() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let (tx, rx) = mpsc::channel::<(Option<usize>, Lens, bool, Lens)>();
+    let (ran_tx, ran_rx) = mpsc::channel::<Option<usize>>();
+    let r = registry.clone();
+    assert!(registry.push(job(move || {
+        let lens = |w: &WorkerThread| (w.queued(), r.queued_on_worker(w.index()), r.queued_in_injector());
+        let Some(worker) = WorkerThread::current_of(&r) else {
+            let _ = tx.send((None, (0, 0, 0), false, (0, 0, 0)));
+            return;
+        };
+        let before = lens(worker);
+        let r2 = r.clone();
+        let pushed = r.push(job(move || {
+            let _ = ran_tx.send(WorkerThread::current_of(&r2).map(WorkerThread::index));
+        }));
+        let after = lens(worker);
+        let _ = tx.send((Some(worker.index()), before, pushed, after));
+    })));
+    let (index, before, pushed, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run");
+    assert_eq!(index, Some(0), "the job must run on worker 0");
+    assert_eq!(before, (0, 0, 0));
+    assert!(pushed, "a push from a worker is accepted");
+    assert_eq!(after, (1, 1, 0), "the job must be on the worker's own deque, not the injector");
+    assert_eq!(ran_rx.recv_timeout(TIMEOUT).expect("the pushed job did not run"), Some(0));
+}
+
+#[test]
+fn push_local_goes_to_the_own_deque() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let (tx, rx) = mpsc::channel::<Option<(Lens, Lens)>>();
+    let (ran_tx, ran_rx) = mpsc::channel::<()>();
+    let r = registry.clone();
+    assert!(registry.push(job(move || {
+        let sent = WorkerThread::current_of(&r).map(|w| {
+            let before = (w.queued(), r.queued_on_worker(w.index()), r.queued_in_injector());
+            w.push_local(job(move || {
+                let _ = ran_tx.send(());
+            }));
+            (before, (w.queued(), r.queued_on_worker(w.index()), r.queued_in_injector()))
+        });
+        let _ = tx.send(sent);
+    })));
+    let (before, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run").expect("not on a worker");
+    assert_eq!(before, (0, 0, 0));
+    assert_eq!(after, (1, 1, 0));
+    ran_rx.recv_timeout(TIMEOUT).expect("the locally pushed job did not run");
+}
+
+/// A worker that drops its own pool from a job stops counting on its shard: a
+/// reference it takes after the fold is counted in the outside word, which is then
+/// the exact count (counted on the shard, it would be missing there, and its drop on
+/// another thread could free the registry under a live reference).
+#[test]
+fn a_worker_that_dropped_its_pool_counts_its_later_references_outside() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let slot = Arc::new(Mutex::new(Some(pool)));
+    let (tx, rx) = mpsc::channel::<(bool, usize, usize, usize)>();
+    let (s, held) = (slot.clone(), registry.clone());
+    assert!(registry.push(job(move || {
+        let on_worker = WorkerThread::current_of(&held).is_some();
+        drop(s.lock().unwrap().take());
+        let outside = |r: &RegistryRef| r.refs.outside();
+        let before = outside(&held);
+        let taken = held.clone();
+        let with = outside(&held);
+        drop(taken);
+        let _ = tx.send((on_worker, before, with, outside(&held)));
+    })));
+    let (on_worker, before, with, after) = rx.recv_timeout(TIMEOUT).expect("the job did not run");
+    assert!(on_worker, "the job runs on the pool's worker");
+    assert_eq!(with, before + 1, "a reference taken after the fold is counted outside");
+    assert_eq!(after, before);
+    assert!(slot.lock().unwrap().is_none(), "the job dropped the pool");
+}
+
+/// Jobs queued on the registry's lanes.
+fn in_lanes(registry: &Registry) -> usize {
+    registry.queued_in_lanes().0
+}
+
+#[test]
+fn push_from_outside_goes_to_the_threads_lane() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    assert!(WorkerThread::current_of(&registry).is_none(), "the test thread is no worker");
+    let release = block_worker(&registry);
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..2 {
+        let ran2 = ran.clone();
+        assert!(registry.push(job(move || _ = ran2.fetch_add(1, Ordering::SeqCst))));
+    }
+    assert_eq!(in_lanes(&registry), 2, "an outside push goes to the thread's lane");
+    assert_eq!(registry.queued_in_lanes().1, 1, "one lane");
+    assert_eq!(registry.queued_in_injector(), 0, "not to the injector");
+    assert_eq!(registry.queued_on_worker(0), 0, "and not to a worker's deque");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    drop(release);
+    drop(pool);
+    assert_eq!(ran.load(Ordering::SeqCst), 2, "the queued jobs ran before the pool was dropped");
+}
+
+#[test]
+fn outside_threads_beyond_the_lanes_use_the_injector_and_exited_threads_jobs_run() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let release = block_worker(&registry);
+    let ran = Arc::new(AtomicUsize::new(0));
+    // One thread after the other, each pushing once and exiting.
+    for _ in 0..LANES + 1 {
+        let (r, ran2) = (registry.clone(), ran.clone());
+        std::thread::spawn(move || assert!(r.push(job(move || _ = ran2.fetch_add(1, Ordering::SeqCst)))))
+            .join()
+            .unwrap();
+    }
+    // The test thread holds a lane too (`block_worker` pushed from it).
+    assert_eq!(in_lanes(&registry), LANES - 1, "one job in each other lane");
+    assert_eq!(registry.queued_in_injector(), 2, "the threads that found no lane used the injector");
+    drop(release);
+    drop(pool);
+    assert_eq!(ran.load(Ordering::SeqCst), LANES + 1, "every job ran, also those of exited threads");
+}
+
+#[test]
+fn push_from_a_worker_of_another_pool_goes_to_a_lane_of_that_pool() {
+    let a = StaticThreadPool::new(1).unwrap();
+    let b = StaticThreadPool::new(1).unwrap();
+    let (ra, rb) = (registry_of(&a), registry_of(&b));
+    let release_b = block_worker(&rb);
+    let (tx, rx) = mpsc::channel::<Option<(bool, usize, usize)>>();
+    let (ran_tx, ran_rx) = mpsc::channel::<bool>();
+    let (ra2, rb2) = (ra.clone(), rb.clone());
+    assert!(ra.push(job(move || {
+        let sent = WorkerThread::current_of(&ra2).map(|w| {
+            // On a worker of `a`, but not of `b`.
+            let foreign = WorkerThread::current_of(&rb2).is_none();
+            let rb3 = rb2.clone();
+            let pushed = rb2.push(job(move || {
+                let _ = ran_tx.send(WorkerThread::current_of(&rb3).is_some());
+            }));
+            (foreign && pushed, w.queued(), in_lanes(&rb2))
+        });
+        let _ = tx.send(sent);
+    })));
+    let (ok, own_len, lane_len) = rx.recv_timeout(TIMEOUT).expect("job did not run").expect("not on a");
+    assert!(ok);
+    assert_eq!(own_len, 0, "a push to another pool must not land on this worker's deque");
+    assert_eq!(lane_len, 1, "it goes to a lane of the other pool");
+    drop(release_b);
+    assert!(ran_rx.recv_timeout(TIMEOUT).expect("job did not run on b"), "it runs on a worker of b");
+}
+
+#[test]
+fn after_shutdown_began_outside_pushes_are_refused_and_worker_pushes_still_run() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let (tx, rx) = mpsc::channel::<(bool, bool)>();
+    let r = registry.clone();
+    let inner_ran = Arc::new(AtomicBool::new(false));
+    let inner = inner_ran.clone();
+    assert!(registry.push(job(move || {
+        // Wait until the pool is being dropped.
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while !r.is_terminating() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let r2 = r.clone();
+        // A push from the worker during shutdown is queued and runs, with workers
+        // still alive (not `exited`).
+        let pushed = r.push(job(move || inner.store(!r2.exited(), Ordering::SeqCst)));
+        let _ = tx.send((r.is_terminating(), pushed));
+    })));
+    drop(pool);
+    let (terminating, pushed) = rx.recv_timeout(TIMEOUT).unwrap();
+    assert!(terminating && pushed);
+    assert!(inner_ran.load(Ordering::SeqCst), "work queued by a worker during shutdown ran before drop returned");
+    assert!(registry.exited());
+    let refused = Arc::new(AtomicBool::new(true));
+    let r = refused.clone();
+    assert!(!registry.push(job(move || r.store(false, Ordering::SeqCst))), "an outside push after shutdown is refused");
+    assert_eq!(registry.queued_in_injector(), 0);
+    assert!(refused.load(Ordering::SeqCst));
+}
+
+/// A spawned `schedule()` from a worker is queued once: when the worker takes the
+/// spawned operation, its `schedule()` completes inline (nothing is pushed again) and
+/// uses up the mark, and a spawn from inside it is queued as usual.
+#[test]
+fn a_spawned_schedule_is_queued_once_and_the_mark_does_not_outlive_it() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let sch = pool.scheduler();
+    let scope = SimpleCountingScope::new();
+    let tok = scope.token();
+    let (tx, rx) = mpsc::channel::<(&'static str, usize)>();
+    let deque_len = move |r: &RegistryRef| WorkerThread::current_of(r).map_or(usize::MAX, |w| w.queued());
+    let (r, s2) = (registry.clone(), sch.clone());
+    spawn(
+        Then::new(sch.schedule(), move |()| {
+            let (r2, tx2, s3) = (r.clone(), tx.clone(), s2.clone());
+            spawn(
+                Then::new(s2.schedule(), move |()| {
+                    // Taken from the deque and completed inline: nothing queued.
+                    let _ = tx2.send(("spawned", deque_len(&r2)));
+                    // The mark was used up by that schedule().
+                    let mark = WorkerThread::current_of(&r2).is_none_or(|w| w.is_fresh());
+                    let _ = tx2.send(("mark", usize::from(mark)));
+                    // The spawn below is queued (it is not the one being started).
+                    let r3 = r2.clone();
+                    let tx3 = tx2.clone();
+                    spawn(
+                        Then::new(s3.schedule(), move |()| {
+                            let _ = tx3.send(("nested", deque_len(&r3)));
+                        }),
+                        tok,
+                    );
+                    let _ = tx2.send(("after nested spawn", deque_len(&r2)));
+                }),
+                tok,
+            );
+            let _ = tx.send(("after spawn", deque_len(&r)));
+        }),
+        tok,
+    );
+    sync_wait(scope.join()).unwrap();
+    let seen: Vec<_> = rx.try_iter().collect();
+    assert_eq!(
+        seen,
+        [("after spawn", 1), ("spawned", 0), ("mark", 0), ("after nested spawn", 1), ("nested", 0)],
+        "one deque entry per spawn, none for the schedule() it starts with"
+    );
+}

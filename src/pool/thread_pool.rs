@@ -1,0 +1,208 @@
+//! [`StaticThreadPool`]: the workers' threads, their start (the builder) and their
+//! shutdown.
+
+use std::fmt;
+
+use super::deque::Worker;
+use super::registry::{Registry, RegistryRef, WorkerThread};
+use super::scheduler::PoolScheduler;
+use crate::job::JobRef;
+use crate::sync::thread;
+
+/// Why a pool could not be built.
+///
+/// ```
+/// use senders::{BuildError, StaticThreadPool};
+/// assert!(matches!(StaticThreadPool::new(0), Err(BuildError::ZeroThreads)));
+/// ```
+#[derive(Debug)]
+pub enum BuildError {
+    /// A pool needs at least one thread.
+    ZeroThreads,
+    /// The operating system refused to start a worker thread.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroThreads => f.write_str("a thread pool needs at least one thread"),
+            BuildError::Spawn(e) => write!(f, "failed to spawn a worker thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+type NameFn = Box<dyn FnMut(usize) -> String>;
+
+/// Builds a [`StaticThreadPool`].
+///
+/// ```
+/// use senders::{StaticThreadPool, Scheduler, SenderExt, sync_wait};
+/// let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("w{i}")).build()?;
+/// let name = sync_wait(pool.scheduler().schedule().then(|()| {
+///     std::thread::current().name().map(str::to_owned)
+/// }));
+/// assert!(name.unwrap().unwrap().unwrap().starts_with('w'));
+/// # Ok::<(), senders::BuildError>(())
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PoolBuilder {
+    num_threads: Option<usize>,
+    pub(super) name: Option<NameFn>,
+    pin: bool,
+    stack_size: usize,
+}
+
+/// The default stack size of a worker thread. Operation states live inline and deep
+/// sender trees make large ones (debug builds copy them on the stack as they are
+/// connected); stack memory is only committed where it is touched.
+pub const DEFAULT_STACK_SIZE: usize = 8 << 20;
+
+impl fmt::Debug for PoolBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolBuilder")
+            .field("num_threads", &self.num_threads)
+            .field("pin", &self.pin)
+            .field("stack_size", &self.stack_size)
+            .finish()
+    }
+}
+
+impl PoolBuilder {
+    /// The number of worker threads; defaults to the number of logical CPUs. Zero makes
+    /// [`build`](Self::build) fail with [`BuildError::ZeroThreads`].
+    pub fn num_threads(mut self, n: usize) -> Self {
+        self.num_threads = Some(n);
+        self
+    }
+
+    /// Names worker `i` with `name(i)`; defaults to `senders-worker-{i}`.
+    pub fn thread_name(mut self, name: impl FnMut(usize) -> String + 'static) -> Self {
+        self.name = Some(Box::new(name));
+        self
+    }
+
+    /// The stack size of each worker thread, in bytes; defaults to
+    /// [`DEFAULT_STACK_SIZE`] (8 MiB).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Pins worker `i` to core `i % cores` (with `core_affinity`). Off by default; where
+    /// the platform cannot report or set affinity, workers run unpinned.
+    pub fn pin_to_cores(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> Result<StaticThreadPool, BuildError> {
+        let n = self.num_threads.unwrap_or_else(num_cpus::get);
+        if n == 0 {
+            return Err(BuildError::ZeroThreads);
+        }
+        let deques: Vec<Worker<JobRef>> = (0..n).map(|_| Worker::new_lifo()).collect();
+        let registry = RegistryRef::new(Registry::new(deques.iter().map(Worker::stealer).collect()));
+        let cores = if self.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let mut name = self.name.unwrap_or_else(|| Box::new(|i| format!("senders-worker-{i}")));
+        let mut threads = Vec::with_capacity(n);
+        for (index, deque) in deques.into_iter().enumerate() {
+            let worker_registry = registry.clone();
+            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let spawned = thread::Builder::new().name(name(index)).stack_size(self.stack_size).spawn(move || {
+                if let Some(core) = core {
+                    core_affinity::set_for_current(core);
+                }
+                WorkerThread::main_loop(worker_registry, index, deque);
+            });
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(e) => {
+                    let partial = StaticThreadPool { registry, threads };
+                    drop(partial);
+                    return Err(BuildError::Spawn(e));
+                }
+            }
+        }
+        Ok(StaticThreadPool { registry, threads })
+    }
+}
+
+/// A fixed set of work-stealing worker threads.
+///
+/// Its [`scheduler`](Self::scheduler) completes `schedule()` on a worker, and its
+/// [`PoolDomain`](super::PoolDomain) customizes the algorithms it runs. Dropping the pool runs the work
+/// already queued, completes later submissions stopped, and joins the workers.
+///
+/// For parallel work without building a pool, use the process-wide default pool,
+/// `parallel_scheduler()`; its docs (at `default_pool()`) say when a pool of your own is
+/// the better choice.
+///
+/// ```
+/// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait, when_all};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let sch = pool.scheduler();
+/// let work = when_all((schedule(&sch).then(|()| 20), schedule(&sch).then(|()| 22))).then(|(a, b)| a + b);
+/// assert_eq!(sync_wait(work).unwrap(), Some(42));
+/// ```
+pub struct StaticThreadPool {
+    pub(super) registry: RegistryRef,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl fmt::Debug for StaticThreadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StaticThreadPool").field("num_threads", &self.registry.num_threads()).finish()
+    }
+}
+
+impl StaticThreadPool {
+    /// A builder with the defaults: one thread per logical CPU, unpinned.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder { num_threads: None, name: None, pin: false, stack_size: DEFAULT_STACK_SIZE }
+    }
+
+    /// A pool with `n` workers and default settings.
+    pub fn new(n: usize) -> Result<Self, BuildError> {
+        Self::builder().num_threads(n).build()
+    }
+
+    /// The pool's scheduler. Cheap to clone; equal for the same pool.
+    pub fn scheduler(&self) -> PoolScheduler {
+        PoolScheduler::new(self.registry.clone())
+    }
+
+    /// The number of worker threads.
+    pub fn num_threads(&self) -> usize {
+        self.registry.num_threads()
+    }
+}
+
+impl Drop for StaticThreadPool {
+    fn drop(&mut self) {
+        self.registry.terminate();
+        let me = thread::current().id();
+        for handle in self.threads.drain(..) {
+            // A worker dropping the pool (from a job) cannot join itself.
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+        // Dropped from one of its own workers: the others have exited; this one runs
+        // what is still queued, so queued work runs here as it would have there.
+        let this_worker = WorkerThread::current_of(&self.registry);
+        if let Some(worker) = this_worker {
+            worker.run_remaining();
+        }
+        self.registry.drain_after_exit();
+        // Every worker but possibly this thread is joined; this one stops using its
+        // shard; from now on the registry's count lives in one word.
+        if let Some(worker) = this_worker {
+            worker.stop_counting_refs();
+        }
+        self.registry.refs.fold();
+    }
+}
