@@ -70,19 +70,19 @@ impl<A> JobRef<A> {
         JobRef { data: data.cast(), run }
     }
 
-    /// The job's pointer, without its tag: its identity, for a queue that looks for a job
-    /// it holds.
+    /// The job's pointer as it is queued (with its tag, if [`tagged`](Self::tagged)): its
+    /// identity, for a queue that looks for a job it holds.
     #[inline]
     pub(crate) fn data(&self) -> *const () {
-        self.data.map_addr(|a| a & !TAG)
+        self.data
     }
 
     /// Runs the job with `arg`.
     #[inline]
     pub(crate) fn run(self, arg: A) {
         // SAFETY: `new`'s contract; the job is consumed, so this is its one run, with the
-        // pointer it was made with (`data` takes a tag off).
-        unsafe { (self.run)(self.data(), arg) }
+        // pointer it was made with (a tag taken off).
+        unsafe { (self.run)(self.data.map_addr(|a| a & !TAG), arg) }
     }
 
     /// The job, marked in the low bit of its pointer (free: see [`new`](Self::new)) for
@@ -154,7 +154,8 @@ impl SpawnedOp {
 impl Drop for SpawnedOp {
     fn drop(&mut self) {
         if let Some(job) = self.job.take() {
-            // SAFETY: never started, and now never will be: `new`'s contract.
+            // SAFETY: never started, and now never will be: `new`'s contract. The job is
+            // not tagged (only a queue tags one, after `into_job`).
             unsafe { (self.discard)(job.data()) }
         }
     }
