@@ -1,6 +1,8 @@
 //! Data-parallel loops on the static thread pool: `bulk_each` (exclusive access to each
-//! element) early and late customized, and `bulk` (shared access to the whole value),
-//! next to rayon's `par_iter_mut` and a plain loop on the same number of threads.
+//! element) early and late customized, `bulk` (shared access to the whole value), and
+//! C++26's `bulk_chunked` (the callee gets a range) and `bulk_unchunked` (every index a
+//! job of its own), next to rayon's `par_iter_mut` and a plain loop on the same number
+//! of threads.
 //!
 //! Run it with `cargo run --release --example bulk`. The workload is 16 Mi `f64`
 //! updated by the compute-bound kernel `x = sin(√x) + 1`; each row is the best of 5
@@ -13,10 +15,13 @@
 //! | bulk_each, early | `sch.schedule().then(move \|()\| v).bulk_each(..)`: domain known when built |
 //! | bulk_each, late | `starts_on(sch, just(v).bulk_each(..))`: domain found at `connect` |
 //! | check: … | count mismatches against the reference, 4096 elements per iteration |
+//! | check: senders bulk_chunked | the same count, over the chunks the pool chooses |
+//! | a few expensive items | `bulk_unchunked` of one 20 ms item per thread, against rayon's `par_iter` |
 //!
 //! The check rows compare the last result with the sequential one: a loop, rayon's
 //! `into_par_iter().map(..).sum()`, and our `bulk(chunks, |c, (v, count): &(..)| ..)`,
-//! whose iterations read the whole value through `&V` and add to an atomic in it.
+//! whose iterations read the whole value through `&V` and add to an atomic in it;
+//! `bulk_chunked(LEN, |lo, hi, (v, count)| ..)` does the same over ranges it is given.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -123,6 +128,37 @@ fn main() {
         slot = Some(v);
         mismatches.into_inner()
     });
+    let check_chunked = best_check(|| {
+        let v = slot.take().expect("the vector comes back");
+        let work = sch.schedule().then(move |()| (v, AtomicUsize::new(0))).bulk_chunked(
+            LEN,
+            move |lo, hi, (v, mismatches): &(Vec<f64>, AtomicUsize)| {
+                let bad = v[lo..hi].iter().zip(&reference[lo..hi]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+                mismatches.fetch_add(bad, Ordering::Relaxed);
+            },
+        );
+        let (v, mismatches) = sync_wait(work).unwrap().expect("not stopped");
+        slot = Some(v);
+        mismatches.into_inner()
+    });
+
+    // A few expensive items, one per thread: each is a job of its own, so they run side
+    // by side (a small `bulk` used to run them one after the other on one worker).
+    let item = Duration::from_millis(20);
+    let spin = move || {
+        let start = Instant::now();
+        while start.elapsed() < item {
+            std::hint::spin_loop();
+        }
+    };
+    let few_rayon = best_check(|| {
+        rayon_pool.install(|| (0..threads).into_par_iter().for_each(|_| spin()));
+        0
+    });
+    let few_senders = best_check(|| {
+        sync_wait(sch.schedule().bulk_unchunked(threads, move |_, ()| spin())).unwrap().expect("not stopped");
+        0
+    });
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let row = |name: &str, d: Duration, base: Duration| {
@@ -136,5 +172,8 @@ fn main() {
     row("check: sequential loop", check_seq, check_rayon);
     row("check: rayon par_iter", check_rayon, check_rayon);
     row("check: senders bulk (&V)", check_senders, check_rayon);
+    row("check: senders bulk_chunked", check_chunked, check_rayon);
+    row(&format!("{threads} × 20 ms: rayon par_iter"), few_rayon, few_rayon);
+    row(&format!("{threads} × 20 ms: senders bulk_unchunked"), few_senders, few_rayon);
     println!("\nall results equal the sequential loop's");
 }

@@ -167,13 +167,22 @@ pub(crate) fn new<T>(value: T) -> NonNull<T> {
 /// once its value is written.
 #[inline]
 pub(crate) fn uninit<T>() -> NonNull<T> {
-    let layout = Layout::new::<T>();
+    uninit_layout(Layout::new::<T>()).cast()
+}
+
+/// A block for `len` values of `T` side by side, uninitialized. Freed with
+/// [`free_array`] with the same `len`.
+#[inline]
+pub(crate) fn uninit_array<T>(len: usize) -> NonNull<T> {
+    uninit_layout(Layout::array::<T>(len).expect("block: array too large")).cast()
+}
+
+#[inline]
+fn uninit_layout(layout: Layout) -> NonNull<u8> {
     match class_of(layout) {
         // SAFETY: a fresh block of `class`; the value lives right after the header, which
         // keeps 16-byte alignment.
-        Some(class) if layout.size() > 0 => unsafe {
-            NonNull::new_unchecked(cache::alloc(class).add(HEADER).cast::<T>())
-        },
+        Some(class) if layout.size() > 0 => unsafe { NonNull::new_unchecked(cache::alloc(class).add(HEADER)) },
         _ => global_alloc(layout),
     }
 }
@@ -186,12 +195,33 @@ pub(crate) fn uninit<T>() -> NonNull<T> {
 /// its contents are dropped or moved out already.
 #[inline]
 pub(crate) unsafe fn free<T>(ptr: NonNull<T>) {
-    let layout = Layout::new::<T>();
+    // SAFETY: forwarded.
+    unsafe { free_layout(ptr.cast(), Layout::new::<T>()) }
+}
+
+/// Frees the memory of a block from [`uninit_array`], without dropping its contents.
+///
+/// # Safety
+///
+/// `ptr` came from `uninit_array::<T>(len)`, with the same `T` and `len`, and is freed
+/// once; its contents are dropped or moved out already.
+#[inline]
+pub(crate) unsafe fn free_array<T>(ptr: NonNull<T>, len: usize) {
+    let layout = Layout::array::<T>(len).expect("block: array too large");
+    // SAFETY: forwarded.
+    unsafe { free_layout(ptr.cast(), layout) }
+}
+
+/// # Safety
+///
+/// `ptr` came from `uninit_layout(layout)` and is freed once.
+#[inline]
+unsafe fn free_layout(ptr: NonNull<u8>, layout: Layout) {
     match class_of(layout) {
         // SAFETY: the block was allocated with this header in front of the value.
-        Some(_) if layout.size() > 0 => unsafe { cache::free(ptr.as_ptr().cast::<u8>().sub(HEADER)) },
+        Some(_) if layout.size() > 0 => unsafe { cache::free(ptr.as_ptr().sub(HEADER)) },
         // SAFETY: allocated by `global_alloc` with this layout (or dangling for a ZST).
-        _ => unsafe { global_free(ptr.cast(), layout) },
+        _ => unsafe { global_free(ptr, layout) },
     }
 }
 
@@ -228,9 +258,10 @@ pub(crate) unsafe fn drop_and_free<T>(ptr: NonNull<T>) {
     unsafe { free_after(ptr, || ptr::drop_in_place(ptr.as_ptr())) }
 }
 
-fn global_alloc<T>(layout: Layout) -> NonNull<T> {
+fn global_alloc(layout: Layout) -> NonNull<u8> {
     if layout.size() == 0 {
-        return NonNull::dangling();
+        // Aligned for the layout, as `NonNull::dangling` is for a type.
+        return NonNull::new(ptr::without_provenance_mut(layout.align())).expect("an alignment is not zero");
     }
     // SAFETY: the layout has a non-zero size.
     let raw = unsafe { alloc(layout) };

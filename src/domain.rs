@@ -8,6 +8,8 @@
 //! |---|---|---|
 //! | [`Domain::transform_then`] | [`then`](crate::SenderExt::then) | `transform_sender` |
 //! | [`Domain::transform_bulk`] | [`bulk`](crate::SenderExt::bulk) | `transform_sender` |
+//! | [`Domain::transform_bulk_chunked`] | [`bulk_chunked`](crate::SenderExt::bulk_chunked) | `transform_sender` |
+//! | [`Domain::transform_bulk_unchunked`] | [`bulk_unchunked`](crate::SenderExt::bulk_unchunked) | `transform_sender` |
 //! | [`Domain::transform_bulk_each`] | [`bulk_each`](crate::SenderExt::bulk_each) | `transform_sender` |
 //! | [`Domain::transform_when_all`] | [`when_all`](crate::when_all) | `transform_sender` |
 //! | [`Domain::apply_spawn`] | [`spawn`](crate::spawn()), [`spawn_future`](crate::spawn_future) | `apply_sender` |
@@ -25,7 +27,7 @@
 //! returned the untransformed sender itself would make the types cyclic, which is a
 //! compile error rather than an endless loop.
 
-use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachFn, BulkFn};
+use crate::adaptors::bulk::{Bulk, BulkChunked, BulkChunkedFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked};
 use crate::adaptors::then::{Then, ThenFn};
 use crate::adaptors::when_all::{SenderTuple, WhenAll};
 use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
@@ -58,6 +60,24 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
         sndr: Bulk<S, F>,
         env: Option<&E>,
     ) -> Self::Bulk<S, F>;
+
+    /// The sender `transform_bulk_chunked` produces.
+    type BulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
+    /// Transforms a `bulk_chunked` sender; `env` is `None` for early, `Some` for late.
+    fn transform_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>, E: Env>(
+        self,
+        sndr: BulkChunked<S, F>,
+        env: Option<&E>,
+    ) -> Self::BulkChunked<S, F>;
+
+    /// The sender `transform_bulk_unchunked` produces.
+    type BulkUnchunked<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
+    /// Transforms a `bulk_unchunked` sender; `env` is `None` for early, `Some` for late.
+    fn transform_bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
+        self,
+        sndr: BulkUnchunked<S, F>,
+        env: Option<&E>,
+    ) -> Self::BulkUnchunked<S, F>;
 
     /// The sender `transform_bulk_each` produces.
     type BulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>: Sender<Value = S::Value, Error = S::Error>
@@ -100,7 +120,7 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
 /// #[derive(Clone, Copy, Default)]
 /// struct Traced;
 /// impl Domain for Traced {
-///     default_transforms!(then, bulk, bulk_each, when_all);
+///     default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all);
 /// }
 /// ```
 #[macro_export]
@@ -121,6 +141,27 @@ macro_rules! default_transforms {
         fn transform_bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>, E: $crate::Env>(
             self,
             sndr: $crate::adaptors::Bulk<S, F>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::adaptors::BulkImpl<S, F> {
+            sndr.lower()
+        }
+    };
+    (@one bulk_chunked) => {
+        type BulkChunked<S: $crate::Sender, F: $crate::adaptors::BulkChunkedFn<S::Value, S::Error>> =
+            $crate::adaptors::BulkChunkedImpl<S, F>;
+        fn transform_bulk_chunked<S: $crate::Sender, F: $crate::adaptors::BulkChunkedFn<S::Value, S::Error>, E: $crate::Env>(
+            self,
+            sndr: $crate::adaptors::BulkChunked<S, F>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::adaptors::BulkChunkedImpl<S, F> {
+            sndr.lower()
+        }
+    };
+    (@one bulk_unchunked) => {
+        type BulkUnchunked<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>> = $crate::adaptors::BulkImpl<S, F>;
+        fn transform_bulk_unchunked<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>, E: $crate::Env>(
+            self,
+            sndr: $crate::adaptors::BulkUnchunked<S, F>,
             _env: ::core::option::Option<&E>,
         ) -> $crate::adaptors::BulkImpl<S, F> {
             sndr.lower()
@@ -159,7 +200,7 @@ macro_rules! default_transforms {
 pub struct DefaultDomain;
 
 impl Domain for DefaultDomain {
-    default_transforms!(then, bulk, bulk_each, when_all);
+    default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all);
 }
 
 /// The absence of a known domain. It resolves to [`DefaultDomain`], but unlike it,
@@ -184,6 +225,20 @@ pub trait MaybeDomain: Copy + Default + Send + Sync + 'static {
     type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
     /// Early customization of `bulk`.
     fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> Self::EarlyBulk<S, F>;
+
+    /// The sender an early-customized `bulk_chunked` becomes.
+    type EarlyBulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
+    /// Early customization of `bulk_chunked`.
+    fn early_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>(
+        sndr: BulkChunked<S, F>,
+    ) -> Self::EarlyBulkChunked<S, F>;
+
+    /// The sender an early-customized `bulk_unchunked` becomes.
+    type EarlyBulkUnchunked<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
+    /// Early customization of `bulk_unchunked`.
+    fn early_bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>>(
+        sndr: BulkUnchunked<S, F>,
+    ) -> Self::EarlyBulkUnchunked<S, F>;
 
     /// The sender an early-customized `bulk_each` becomes.
     type EarlyBulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>: Sender<Value = S::Value, Error = S::Error>
@@ -214,6 +269,18 @@ impl MaybeDomain for NoDomain {
     fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> Bulk<S, F> {
         sndr
     }
+    type EarlyBulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = BulkChunked<S, F>;
+    fn early_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>(
+        sndr: BulkChunked<S, F>,
+    ) -> BulkChunked<S, F> {
+        sndr
+    }
+    type EarlyBulkUnchunked<S: Sender, F: BulkFn<S::Value, S::Error>> = BulkUnchunked<S, F>;
+    fn early_bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>>(
+        sndr: BulkUnchunked<S, F>,
+    ) -> BulkUnchunked<S, F> {
+        sndr
+    }
     type EarlyBulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
         = BulkEach<S, T, F>
     where
@@ -241,6 +308,18 @@ impl<D: Domain> MaybeDomain for D {
     type EarlyBulk<S: Sender, F: BulkFn<S::Value, S::Error>> = D::Bulk<S, F>;
     fn early_bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(sndr: Bulk<S, F>) -> D::Bulk<S, F> {
         D::default().transform_bulk::<S, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyBulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = D::BulkChunked<S, F>;
+    fn early_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>(
+        sndr: BulkChunked<S, F>,
+    ) -> D::BulkChunked<S, F> {
+        D::default().transform_bulk_chunked::<S, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyBulkUnchunked<S: Sender, F: BulkFn<S::Value, S::Error>> = D::BulkUnchunked<S, F>;
+    fn early_bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>>(
+        sndr: BulkUnchunked<S, F>,
+    ) -> D::BulkUnchunked<S, F> {
+        D::default().transform_bulk_unchunked::<S, F, EmptyEnv>(sndr, None)
     }
     type EarlyBulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
         = D::BulkEach<S, T, F>

@@ -95,6 +95,61 @@ pub trait SenderExt: Sender {
         bulk::bulk(self, shape, f)
     }
 
+    /// `bulk_chunked(sndr, shape, f)` (P3481): runs `f(begin, end, &value)` over chunks
+    /// that together cover `0..shape` exactly once, then completes with the value. The
+    /// callee gets a whole range, so it can vectorize a loop or keep state per chunk.
+    /// Customizable by domains; the default makes one call, `f(0, shape, &value)` (none
+    /// for a shape of zero). On a pool the chunks are the pool's choice: split as `bulk`
+    /// splits, each chunk at most 65,536 indices long (a look at the stop token between
+    /// two chunks).
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let sum = sync_wait(schedule(&pool.scheduler()).then(|()| AtomicUsize::new(0)).bulk_chunked(
+    ///     1000,
+    ///     |begin, end, total: &AtomicUsize| {
+    ///         total.fetch_add((begin..end).sum::<usize>(), Ordering::Relaxed);
+    ///     },
+    /// ));
+    /// assert_eq!(sum.unwrap().unwrap().into_inner(), 499_500);
+    /// ```
+    fn bulk_chunked<F, O>(self, shape: usize, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulkChunked<Self, F>
+    where
+        F: Fn(usize, usize, &Self::Value) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_chunked(self, shape, f)
+    }
+
+    /// `bulk_unchunked(sndr, shape, f)` (P3481): runs `f(i, &value)` for every `i` in
+    /// `0..shape`, each index on an execution agent of its own where the scheduler has
+    /// several: on a pool every index is its own job, so that `shape` items that wait for
+    /// one another (up to the number of workers) make progress together. The default runs
+    /// them in order, as `bulk`. Errors, panics and stop requests as for `bulk`.
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// use std::collections::HashSet;
+    /// use std::sync::Mutex;
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let seen = sync_wait(schedule(&pool.scheduler()).then(|()| Mutex::new(HashSet::new())).bulk_unchunked(
+    ///     4,
+    ///     |i, seen: &Mutex<HashSet<usize>>| {
+    ///         seen.lock().unwrap().insert(i);
+    ///     },
+    /// ));
+    /// assert_eq!(seen.unwrap().unwrap().into_inner().unwrap().len(), 4);
+    /// ```
+    fn bulk_unchunked<F, O>(self, shape: usize, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulkUnchunked<Self, F>
+    where
+        F: Fn(usize, &Self::Value) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_unchunked(self, shape, f)
+    }
+
     /// `bulk_each(sndr, f)`: runs `f(i, &mut value[i])` for every element of the value's
     /// slice (`V: AsMut<[T]>`), then completes with the value. Each element is visited
     /// exactly once, so iterations may run in parallel with exclusive access to their

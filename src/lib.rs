@@ -130,7 +130,9 @@ pub mod stop;
 mod sync;
 pub mod task;
 
-pub use adaptors::{EitherSender, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_with_variant};
+pub use adaptors::{
+    EitherSender, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter, when_all_with_variant,
+};
 pub use any::AnySender;
 pub use bridge::{from_future, into_awaitable};
 pub use consumers::sync_wait;

@@ -14,7 +14,8 @@ pub use crate::{
     LetScopeToken, Panic, PoolScheduler, RunLoop, Scheduler, Sender, SenderExt, SimpleCountingScope,
     SimpleCountingToken, SingleThreadContext, Spawnable, StaticThreadPool, StopCallback, StopToken, Task, awaited,
     change_scheduler, from_future, into_awaitable, just, just_error, just_stopped, let_async_scope, nest, on, read_env,
-    schedule, schedule_from, spawn, spawn_future, starts_on, stop_when, sync_wait, when_all, when_all_with_variant,
+    schedule, schedule_from, spawn, spawn_future, starts_on, stop_when, sync_wait, when_all, when_all_iter,
+    when_all_with_variant,
 };
 #[cfg(not(loom))]
 pub use crate::{default_pool, parallel_scheduler};

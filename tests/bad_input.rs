@@ -7,6 +7,8 @@
 //! |---|---|---|
 //! | zero threads (`StaticThreadPool::new(0)`, `builder().num_threads(0)`) | `Err(BuildError::ZeroThreads)`, "a thread pool needs at least one thread" | `zero_threads_is_an_error` |
 //! | zero shape in `bulk` (default and pool) | the function never runs; the value passes through | `bulk_with_zero_shape_*` |
+//! | zero shape in `bulk_chunked` and `bulk_unchunked` (default and pool) | as for `bulk` | `every_bulk_form_with_zero_shape_*` |
+//! | a huge shape (`usize::MAX`) in every bulk form (default and pool) | nothing overflows; an error of an early index ends the bulk with it, a stop request stops it, promptly | `every_bulk_form_with_a_huge_shape_*` |
 //! | a `bulk` shape larger than the data its function indexes | the index panic is delivered (`set_panic`), on and off the pool | `bulk_shape_larger_than_the_data_*` |
 //! | `bulk_each` "shape" vs data | there is no shape: it is the slice's length, so it cannot exceed the data; an empty slice runs nothing | `bulk_each_visits_exactly_the_slice` |
 //! | `bulk_each` with a panicking `AsMut` (default and pool) | delivered with `set_panic` (was: unwound out of a completion) | `bulk_each_with_a_panicking_as_mut_*` |
@@ -297,6 +299,78 @@ fn bulk_with_zero_shape_on_the_pool_runs_nothing_and_passes_the_value() {
     assert_eq!(v.unwrap(), Some(7));
 }
 
+/// The three bulk forms with `shape` and a per-index function `f(i, source)`, on the
+/// default domain (`pool: None`) or the pool's; each form under a stop source of its own
+/// (`source`), which `f` may use.
+fn each_bulk_form<E: Send>(
+    pool: Option<&StaticThreadPool>,
+    shape: usize,
+    f: impl Fn(usize, &InplaceStopSource) -> Result<(), E> + Send + Sync + Copy,
+) -> [Result<Option<()>, E>; 3] {
+    let sources = [InplaceStopSource::new(), InplaceStopSource::new(), InplaceStopSource::new()];
+    let [a, b, c] = &sources;
+    macro_rules! run {
+        ($start:expr) => {
+            [
+                sync_wait(common::with_stop(a, $start.bulk(shape, move |i, ()| f(i, a)))),
+                sync_wait(common::with_stop(
+                    b,
+                    $start.bulk_chunked(shape, move |lo, hi, ()| (lo..hi).try_for_each(|i| f(i, b))),
+                )),
+                sync_wait(common::with_stop(c, $start.bulk_unchunked(shape, move |i, ()| f(i, c)))),
+            ]
+        };
+    }
+    match pool {
+        Some(p) => run!(schedule(&p.scheduler()).with_error::<E>()),
+        None => run!(just(()).with_error::<E>()),
+    }
+}
+
+#[test]
+fn every_bulk_form_with_zero_shape_runs_nothing_and_passes_the_value() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    for on in [None, Some(&pool)] {
+        let r = each_bulk_form::<Infallible>(on, 0, |_, _| {
+            no_iteration();
+            Ok(())
+        });
+        assert_eq!(r, [Ok(Some(())); 3], "pool: {}", on.is_some());
+    }
+}
+
+#[test]
+fn every_bulk_form_with_a_huge_shape_fails_fast_with_an_early_error() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let start = Instant::now();
+    for on in [None, Some(&pool)] {
+        let r = each_bulk_form(on, usize::MAX, |i, _| if i >= 3 { Err(i) } else { Ok(()) });
+        assert_eq!(r, [Err(3), Err(3), Err(3)], "pool: {}", on.is_some());
+    }
+    assert!(start.elapsed() < SAFETY_TIMEOUT, "a huge bulk did not end promptly");
+}
+
+#[test]
+fn every_bulk_form_with_a_huge_shape_stops_under_a_stop_request() {
+    const FAR: usize = 1 << 20;
+    let pool = StaticThreadPool::new(2).unwrap();
+    let start = Instant::now();
+    for on in [None, Some(&pool)] {
+        let r = each_bulk_form(on, usize::MAX, |i, source| {
+            if i == 10 {
+                source.request_stop();
+            }
+            // A bound for the one form that cannot see the request (below).
+            if i >= FAR { Err(i) } else { Ok(()) }
+        });
+        // The default `bulk_chunked` makes one call for the whole shape, which cannot
+        // see the request: stopping inside it is the function's business.
+        let expected = if on.is_some() { [Ok(None), Ok(None), Ok(None)] } else { [Ok(None), Err(FAR), Ok(None)] };
+        assert_eq!(r, expected, "pool: {}", on.is_some());
+    }
+    assert!(start.elapsed() < SAFETY_TIMEOUT, "a huge bulk did not stop promptly");
+}
+
 #[test]
 fn bulk_shape_larger_than_the_data_delivers_the_index_panic() {
     let ran = AtomicUsize::new(0);
@@ -358,7 +432,7 @@ fn bulk_each_with_a_panicking_as_mut_on_the_pool_delivers_the_panic() {
     fn type_name_of<T>(_: &T) -> &'static str {
         std::any::type_name::<T>()
     }
-    assert!(type_name_of(&sndr).contains("PoolBulkEach"), "the pool's bulk_each runs");
+    assert!(type_name_of(&sndr).contains("BulkEachKernel"), "the pool's bulk_each runs");
     let msg = panic_message(|| sync_wait(sndr));
     assert_eq!(msg, "as_mut panicked");
     assert_eq!(sync_wait(schedule(&pool.scheduler()).then(|()| 1)).unwrap(), Some(1));

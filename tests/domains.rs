@@ -39,7 +39,7 @@ macro_rules! counting_domain {
             }
         }
         impl Domain for $name {
-            default_transforms!(then, bulk_each, when_all);
+            default_transforms!(then, bulk_chunked, bulk_unchunked, bulk_each, when_all);
             type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = BulkImpl<S, F>;
             fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
                 self,

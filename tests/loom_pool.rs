@@ -198,6 +198,39 @@ mod whole_pool {
         });
     }
 
+    /// (I) `when_all` of a run-time number of children (a `Vec` of three) on a worker:
+    /// children 1 and 2 are handed out as one range job, which whoever runs it splits
+    /// (pushing child 2, starting child 1), while the first child runs inline; the count
+    /// of three children and the starting worker's hold reaches zero once, and every
+    /// value arrives in its place.
+    #[test]
+    fn when_all_of_a_vec_hands_out_a_range_that_is_split_where_it_runs() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let three = when_all((1..=3u32).map(|i| just(i).then(move |x: u32| x * 10).boxed()).collect::<Vec<_>>());
+            assert_eq!(sync_wait(starts_on(pool.scheduler(), three)).unwrap(), Some(vec![10, 20, 30]));
+            drop(pool);
+        });
+    }
+
+    /// (J) A `bulk` of three indices on a worker: split into pieces that both workers
+    /// may run (a stolen piece is split again), every index once, one completion with the
+    /// value after the last piece.
+    #[test]
+    fn a_bulk_split_across_both_workers_runs_every_index_once() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let hits = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)]);
+            let h = hits.clone();
+            let work = schedule(&pool.scheduler()).then(move |()| h).bulk(3, |i, h: &Arc<[AtomicUsize; 3]>| {
+                h[i].fetch_add(1, Ordering::Relaxed);
+            });
+            let back = sync_wait(work).unwrap().unwrap();
+            assert!(back.iter().all(|h| h.load(Ordering::Relaxed) == 1), "every index exactly once");
+            drop(pool);
+        });
+    }
+
     /// (G) The same with a first child that hops (its `schedule()` goes onto the deque
     /// above the forked child), so it arrives outside the window, from either worker:
     /// the forked child is not taken back, and the count settles with atomics.

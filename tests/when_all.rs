@@ -4,8 +4,8 @@
 //! parent's environment, concurrency of children on different contexts, and the
 //! environment the children see.
 //!
-//! `when_all(())` (no children) is not supported: `SenderTuple` is implemented for tuples
-//! of 1 to 8 senders only, so it does not compile.
+//! The empty tuple, twelve children and a run-time number of children (a `Vec`) are in
+//! `tests/when_all_vec.rs`.
 
 mod common;
 

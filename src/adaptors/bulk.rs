@@ -1,4 +1,12 @@
-//! `bulk`: run `f(i, &value)` for every `i` in `0..shape`, then pass the value on.
+//! The bulk algorithms (P3481's three forms, and `bulk_each`): run a function over the
+//! indices `0..shape`, then pass the value on.
+//!
+//! | algorithm | the function gets | on the pool | by default |
+//! |---|---|---|---|
+//! | `bulk(shape, f)` | `f(i, &value)` | chunks split adaptively, down to single indices | `f(0..shape)` in order |
+//! | `bulk_chunked(shape, f)` | `f(begin, end, &value)` for chunks that cover `0..shape` | the same chunks, one call each | one call, `f(0, shape, &value)` |
+//! | `bulk_unchunked(shape, f)` | `f(i, &value)` | every index its own job | in order |
+//! | `bulk_each(f)` | `f(i, &mut value[i])` | as `bulk` | in order |
 
 use std::marker::PhantomData;
 
@@ -174,23 +182,13 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        let BulkReceiver { f, rcvr, .. } = self;
-        match discard(f) {
-            Ok(()) => rcvr.set_error(error),
-            Err(p) => rcvr.set_panic(p),
-        }
+        forward_error(self.f, self.rcvr, error)
     }
     fn set_stopped(self) {
-        let BulkReceiver { f, rcvr, .. } = self;
-        match discard(f) {
-            Ok(()) => rcvr.set_stopped(),
-            Err(p) => rcvr.set_panic(p),
-        }
+        forward_stopped(self.f, self.rcvr)
     }
     fn set_panic(self, panic: Panic) {
-        let BulkReceiver { f, rcvr, .. } = self;
-        let _ = discard(f);
-        rcvr.set_panic(panic)
+        forward_panic(self.f, self.rcvr, panic)
     }
 }
 
@@ -201,6 +199,203 @@ pub(crate) fn bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(
     f: F,
 ) -> <S::Domain as MaybeDomain>::EarlyBulk<S, F> {
     <S::Domain as MaybeDomain>::early_bulk(Bulk::new(sndr, shape, f))
+}
+
+/// A `bulk_chunked` function: `f(begin, end, &value)` runs the indices `begin..end`.
+/// Implemented for every `Fn(usize, usize, &V) -> O` where `O` is `()` or
+/// `Result<(), E>`.
+pub trait BulkChunkedFn<V, E> {
+    /// Runs the chunk `begin..end`.
+    fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E>;
+}
+
+impl<V, E, O: BulkOutcome<E>, F: Fn(usize, usize, &V) -> O> BulkChunkedFn<V, E> for F {
+    #[inline]
+    fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E> {
+        self(begin, end, value).into_result()
+    }
+}
+
+/// The untransformed sender of `bulk_chunked(sndr, shape, f)` (P3481).
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkChunked<S, F> {
+    sndr: S,
+    shape: usize,
+    f: F,
+}
+
+impl<S, F> BulkChunked<S, F> {
+    /// Builds the untransformed sender. Prefer
+    /// [`SenderExt::bulk_chunked`](crate::SenderExt::bulk_chunked).
+    pub fn new(sndr: S, shape: usize, f: F) -> Self {
+        BulkChunked { sndr, shape, f }
+    }
+    /// The predecessor, the shape and the function.
+    pub fn into_parts(self) -> (S, usize, F) {
+        (self.sndr, self.shape, self.f)
+    }
+    /// The default implementation: one call, `f(0, shape, &value)`.
+    pub fn lower(self) -> BulkChunkedImpl<S, F> {
+        BulkChunkedImpl { sndr: self.sndr, shape: self.shape, f: self.f }
+    }
+}
+
+/// The default `bulk_chunked`: one call `f(0, shape, &value)` on the thread that
+/// delivered the value (none for a shape of zero), after a look at the stop token; the
+/// error, panic and stop rules of the default `bulk`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkChunkedImpl<S, F> {
+    sndr: S,
+    shape: usize,
+    f: F,
+}
+
+adaptor_sender!([S: Sender, F: BulkChunkedFn<S::Value, S::Error>] BulkChunked<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
+adaptor_sender!([S: Sender, F: BulkChunkedFn<S::Value, S::Error>] BulkChunkedImpl<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
+
+impl<S, F, R> SenderTo<R> for BulkChunked<S, F>
+where
+    S: Sender,
+    F: BulkChunkedFn<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+    <LateDomain<S, R::Env> as Domain>::BulkChunked<S, F>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<S, R::Env> as Domain>::BulkChunked<S, F> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<S, R::Env>>::default();
+        domain.transform_bulk_chunked(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+impl<S, F, R> SenderTo<R> for BulkChunkedImpl<S, F>
+where
+    S: SenderTo<BulkChunkedReceiver<F, R>>,
+    F: BulkChunkedFn<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(BulkChunkedReceiver { shape: self.shape, f: self.f, rcvr: receiver })
+    }
+}
+
+/// The receiver the default `bulk_chunked` connects its predecessor to.
+pub struct BulkChunkedReceiver<F, R> {
+    shape: usize,
+    f: F,
+    rcvr: R,
+}
+
+impl<V, E, F: BulkChunkedFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkChunkedReceiver<F, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, value: V) {
+        let BulkChunkedReceiver { shape, f, rcvr } = self;
+        // One chunk: the whole shape, as one "iteration" of the in-order loop.
+        let run = run_in_order(&rcvr, usize::from(shape > 0), |_| f.call(0, shape, &value));
+        finish(rcvr, value, f, run);
+    }
+    fn set_error(self, error: E) {
+        forward_error(self.f, self.rcvr, error)
+    }
+    fn set_stopped(self) {
+        forward_stopped(self.f, self.rcvr)
+    }
+    fn set_panic(self, panic: Panic) {
+        forward_panic(self.f, self.rcvr, panic)
+    }
+}
+
+/// The untransformed sender of `bulk_unchunked(sndr, shape, f)` (P3481): every index may
+/// run on an execution agent of its own.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkUnchunked<S, F> {
+    sndr: S,
+    shape: usize,
+    f: F,
+}
+
+impl<S, F> BulkUnchunked<S, F> {
+    /// Builds the untransformed sender. Prefer
+    /// [`SenderExt::bulk_unchunked`](crate::SenderExt::bulk_unchunked).
+    pub fn new(sndr: S, shape: usize, f: F) -> Self {
+        BulkUnchunked { sndr, shape, f }
+    }
+    /// The predecessor, the shape and the function.
+    pub fn into_parts(self) -> (S, usize, F) {
+        (self.sndr, self.shape, self.f)
+    }
+    /// The default implementation: the indices in order, as the default `bulk` (the one
+    /// execution agent there is).
+    pub fn lower(self) -> BulkImpl<S, F> {
+        BulkImpl { sndr: self.sndr, shape: self.shape, f: self.f }
+    }
+}
+
+adaptor_sender!([S: Sender, F: BulkFn<S::Value, S::Error>] BulkUnchunked<S, F> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
+
+impl<S, F, R> SenderTo<R> for BulkUnchunked<S, F>
+where
+    S: Sender,
+    F: BulkFn<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+    <LateDomain<S, R::Env> as Domain>::BulkUnchunked<S, F>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<S, R::Env> as Domain>::BulkUnchunked<S, F> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<S, R::Env>>::default();
+        domain.transform_bulk_unchunked(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+/// Early customization entry used by [`SenderExt::bulk_chunked`](crate::SenderExt::bulk_chunked).
+pub(crate) fn bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>(
+    sndr: S,
+    shape: usize,
+    f: F,
+) -> <S::Domain as MaybeDomain>::EarlyBulkChunked<S, F> {
+    <S::Domain as MaybeDomain>::early_bulk_chunked(BulkChunked::new(sndr, shape, f))
+}
+
+/// Early customization entry used by
+/// [`SenderExt::bulk_unchunked`](crate::SenderExt::bulk_unchunked).
+pub(crate) fn bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>>(
+    sndr: S,
+    shape: usize,
+    f: F,
+) -> <S::Domain as MaybeDomain>::EarlyBulkUnchunked<S, F> {
+    <S::Domain as MaybeDomain>::early_bulk_unchunked(BulkUnchunked::new(sndr, shape, f))
+}
+
+/// A sequential bulk's function is dropped before its receiver completes (the crate's
+/// discard rule); a panic in its `Drop` replaces the completion.
+fn forward_error<F, V, E, R: Receiver<V, E>>(f: F, rcvr: R, error: E) {
+    match discard(f) {
+        Ok(()) => rcvr.set_error(error),
+        Err(p) => rcvr.set_panic(p),
+    }
+}
+
+/// As [`forward_error`], for a stop.
+fn forward_stopped<F, V, E, R: Receiver<V, E>>(f: F, rcvr: R) {
+    match discard(f) {
+        Ok(()) => rcvr.set_stopped(),
+        Err(p) => rcvr.set_panic(p),
+    }
+}
+
+/// As [`forward_error`], for a panic: the first panic wins.
+fn forward_panic<F, V, E, R: Receiver<V, E>>(f: F, rcvr: R, panic: Panic) {
+    let _ = discard(f);
+    rcvr.set_panic(panic)
 }
 
 /// A function `bulk_each` applies to every element: implemented for every
@@ -308,23 +503,13 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        let BulkEachReceiver { f, rcvr, .. } = self;
-        match discard(f) {
-            Ok(()) => rcvr.set_error(error),
-            Err(p) => rcvr.set_panic(p),
-        }
+        forward_error(self.f, self.rcvr, error)
     }
     fn set_stopped(self) {
-        let BulkEachReceiver { f, rcvr, .. } = self;
-        match discard(f) {
-            Ok(()) => rcvr.set_stopped(),
-            Err(p) => rcvr.set_panic(p),
-        }
+        forward_stopped(self.f, self.rcvr)
     }
     fn set_panic(self, panic: Panic) {
-        let BulkEachReceiver { f, rcvr, .. } = self;
-        let _ = discard(f);
-        rcvr.set_panic(panic)
+        forward_panic(self.f, self.rcvr, panic)
     }
 }
 

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
-//! | `bulk.rs` | `bulk`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
+//! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
 //! | `when_all.rs` | `when_all`, and the start policies a domain plugs in |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
 //! | `on.rs` | `on` |
@@ -29,7 +29,8 @@ pub(crate) mod when_all;
 pub(crate) mod write_env;
 
 pub use bulk::{
-    Bulk, BulkEach, BulkEachFn, BulkEachImpl, BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver,
+    Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkEach, BulkEachFn, BulkEachImpl,
+    BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked,
 };
 pub use channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
@@ -45,8 +46,9 @@ pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use when_all::{
-    ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared, StartPolicy,
-    ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_with_variant,
+    BlockSlice, ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared,
+    StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_iter,
+    when_all_with_variant,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
 

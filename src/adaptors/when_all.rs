@@ -21,8 +21,9 @@
 //! parent.
 
 use std::cell::{Cell, UnsafeCell};
+use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 use crate::sync;
 use std::pin::Pin;
@@ -73,10 +74,11 @@ impl<T> ValueCell<T> {
     }
 }
 
-/// A tuple of senders that `when_all` can run: implemented for tuples of up to eight
-/// senders that share one error type and one domain.
+/// The children `when_all` can run: tuples of up to twelve senders that share one error
+/// type and one domain (the empty tuple included), and a `Vec` of senders of one type
+/// (a number of children known only at run time).
 pub trait SenderTuple: Sized {
-    /// The tuple of the children's values.
+    /// The children's values: a tuple for a tuple, a `Vec` for a `Vec`.
     type Values;
     /// One [`ValueCell`] per child value.
     type ValueCells;
@@ -87,9 +89,13 @@ pub trait SenderTuple: Sized {
     /// The children's common domain.
     type Domain: MaybeDomain;
     /// The number of children.
-    const LEN: usize;
-    /// Empty cells.
-    fn empty_cells() -> Self::ValueCells;
+    fn len(&self) -> usize;
+    /// Whether there is no child.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Empty cells for `len` children.
+    fn empty_cells(len: usize) -> Self::ValueCells;
     /// The values, once every cell is filled.
     ///
     /// # Safety
@@ -100,7 +106,7 @@ pub trait SenderTuple: Sized {
 
 /// A [`SenderTuple`] whose children can all be connected to `when_all`'s receivers.
 pub trait ConnectTuple<R>: SenderTuple {
-    /// The tuple of the children's operation states.
+    /// The children's operation states, in place.
     type Ops;
     /// Connects every child to a receiver pointing into `shared`.
     ///
@@ -109,32 +115,47 @@ pub trait ConnectTuple<R>: SenderTuple {
     /// `shared` points to the pinned shared state of a started `when_all` operation,
     /// which outlives the children's operation states.
     unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops;
+
+    /// The number of children `ops` holds.
+    ///
+    /// # Safety
+    ///
+    /// `ops` points to the operation states made by `connect_all`, alive.
+    unsafe fn count(ops: *const Self::Ops) -> usize;
+
+    /// Starts child `i`, in place.
+    ///
+    /// # Safety
+    ///
+    /// `ops` points to the pinned operation states made by `connect_all`, alive; `i` is
+    /// below their count and child `i` was not started. Once every child is started, the
+    /// operation (and `ops`) may be gone.
+    unsafe fn start_child(ops: *mut Self::Ops, i: usize);
+
+    /// The job that starts child `i`, to be run once, on any thread, while the operation
+    /// is alive (an unstarted child keeps it so).
+    ///
+    /// # Safety
+    ///
+    /// As for [`start_child`](Self::start_child); the job takes that call's place.
+    #[doc(hidden)]
+    unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob;
+
     /// Starts every child, in order.
     ///
     /// # Safety
     ///
     /// `ops` points to the pinned operation states made by `connect_all`, not yet
     /// started. Once the last child is started, `ops` may already be gone.
-    unsafe fn start_all(ops: *mut Self::Ops);
-
-    /// Offers every child but the first to `fork`, as the job that starts it (to be run
-    /// on any thread); a child whose job `fork` gives back (returns `Some`) starts inline.
-    /// The first child is left to [`start_first`](Self::start_first).
-    ///
-    /// # Safety
-    ///
-    /// As for `start_all`, except that the first child must still be started after
-    /// this; `fork` must run each job it keeps while the operation is alive (it stays
-    /// alive until every child has completed).
-    #[doc(hidden)]
-    unsafe fn fork_rest(ops: *mut Self::Ops, fork: impl FnMut(ForkJob) -> Option<ForkJob>);
-
-    /// Starts the first child.
-    ///
-    /// # Safety
-    ///
-    /// After [`fork_rest`](Self::fork_rest), once; afterwards `ops` may be gone.
-    unsafe fn start_first(ops: *mut Self::Ops);
+    unsafe fn start_all(ops: *mut Self::Ops) {
+        // SAFETY: forwarded from the caller; the count is read before any start.
+        unsafe {
+            let n = Self::count(ops);
+            for i in 0..n {
+                Self::start_child(ops, i);
+            }
+        }
+    }
 }
 
 /// The operation state of one child of a `when_all`, aligned so that a job (see
@@ -149,8 +170,8 @@ impl<Op: OperationState> OperationState for ChildOp<Op> {
     }
 }
 
-/// The job that starts one child of a `when_all`: what [`ConnectTuple::fork_rest`] offers
-/// to be run elsewhere. (Crate-private: only the crate's start policies can run one.)
+/// The job that starts one child of a `when_all`: what [`ConnectTuple::child_job`] hands a
+/// start policy to run elsewhere. (Crate-private: only the crate's policies can run one.)
 pub struct ForkJob(pub(crate) JobRef);
 
 impl std::fmt::Debug for ForkJob {
@@ -184,9 +205,13 @@ pub trait StartPolicy: 'static {
 pub enum Sequential {}
 
 impl StartPolicy for Sequential {
-    unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(_: *const Shared<C, R>, ops: *mut C::Ops) {
-        // SAFETY: forwarded from the caller.
-        unsafe { C::start_all(ops) }
+    unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
+        shared: *const Shared<C, R>,
+        ops: *mut C::Ops,
+    ) {
+        // SAFETY: forwarded from the caller. Without children (and without a hold) the
+        // count is zero: nobody would arrive, so the operation completes here.
+        unsafe { if C::count(ops) == 0 { Shared::complete(shared) } else { C::start_all(ops) } }
     }
 }
 
@@ -576,8 +601,11 @@ macro_rules! tuple_impls {
             type Error = $S0::Error;
             const SENDS_STOPPED: bool = $S0::SENDS_STOPPED $(|| $S::SENDS_STOPPED)*;
             type Domain = <nest!($S0::Domain $(, $S::Domain)*) as DomainFold>::Out;
-            const LEN: usize = $len;
-            fn empty_cells() -> Self::ValueCells {
+            #[inline]
+            fn len(&self) -> usize {
+                $len
+            }
+            fn empty_cells(_: usize) -> Self::ValueCells {
                 (ValueCell::empty(), $(tuple_impls!(@empty $S),)*)
             }
             unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values {
@@ -603,32 +631,33 @@ macro_rules! tuple_impls {
                     $(ChildOp(self.$i.connect(WhenAllReceiver { shared, cell: &cells.$i })),)*
                 )
             }
-            unsafe fn start_all(ops: *mut Self::Ops) {
-                // SAFETY: the caller guarantees the operations are pinned and unstarted;
-                // no child can complete the parent before the last one is started, so
-                // `ops` is alive for every start but possibly not after the last.
+            #[inline]
+            unsafe fn count(_: *const Self::Ops) -> usize {
+                $len
+            }
+            #[inline]
+            unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
+                // SAFETY: forwarded from the caller: child `i` is pinned in place and
+                // unstarted; only its field is borrowed.
                 unsafe {
-                    Pin::new_unchecked(&mut (*ops).$i0.0).start();
-                    $(Pin::new_unchecked(&mut (*ops).$i.0).start();)*
+                    match i {
+                        $i0 => Pin::new_unchecked(&mut (*ops).$i0).start(),
+                        $($i => Pin::new_unchecked(&mut (*ops).$i).start(),)*
+                        _ => unreachable!("when_all: no child {i}"),
+                    }
                 }
             }
-            #[allow(unused_mut, unused_variables)]
-            unsafe fn fork_rest(ops: *mut Self::Ops, mut fork: impl FnMut(ForkJob) -> Option<ForkJob>) {
-                $(
-                    // SAFETY: as in `start_all`: the first child, started last, keeps the
-                    // operation alive until every other child has been handed out or
-                    // started; the job starts this child, pinned in place, once.
-                    unsafe {
-                        let job = ForkJob(start_job(&raw const (*ops).$i));
-                        if let Some(ForkJob(job)) = fork(job) {
-                            job.execute();
-                        }
+            #[inline]
+            unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob {
+                // SAFETY: forwarded from the caller: the job starts child `i`, pinned in
+                // place, once.
+                unsafe {
+                    match i {
+                        $i0 => ForkJob(start_job(&raw const (*ops).$i0)),
+                        $($i => ForkJob(start_job(&raw const (*ops).$i)),)*
+                        _ => unreachable!("when_all: no child {i}"),
                     }
-                )*
-            }
-            unsafe fn start_first(ops: *mut Self::Ops) {
-                // SAFETY: forwarded from the caller.
-                unsafe { Pin::new_unchecked(&mut (*ops).$i0.0).start() }
+                }
             }
         }
     };
@@ -643,6 +672,161 @@ tuple_impls!(5; S0 0, S1 1, S2 2, S3 3, S4 4);
 tuple_impls!(6; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5);
 tuple_impls!(7; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6);
 tuple_impls!(8; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7);
+tuple_impls!(9; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8);
+tuple_impls!(10; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9);
+tuple_impls!(11; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9, S10 10);
+tuple_impls!(12; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9, S10 10, S11 11);
+
+/// No children: `when_all(())` completes with `()` as soon as it starts.
+impl SenderTuple for () {
+    type Values = ();
+    type ValueCells = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = false;
+    type Domain = NoDomain;
+    fn len(&self) -> usize {
+        0
+    }
+    fn empty_cells(_: usize) {}
+    unsafe fn take_values((): &()) {}
+}
+
+impl<R: Receiver<(), Infallible>> ConnectTuple<R> for () {
+    type Ops = ();
+    unsafe fn connect_all(self, _: *const Shared<Self, R>) {}
+    unsafe fn count(_: *const ()) -> usize {
+        0
+    }
+    unsafe fn start_child(_: *mut (), i: usize) {
+        unreachable!("when_all(()): no child {i}")
+    }
+    unsafe fn child_job(_: *mut (), i: usize) -> ForkJob {
+        unreachable!("when_all(()): no child {i}")
+    }
+}
+
+/// A number of children known at run time: `when_all(vec)` completes with the `Vec` of
+/// their values, in the children's order (an empty `Vec` at once for no child).
+impl<S: Sender> SenderTuple for Vec<S> {
+    type Values = Vec<S::Value>;
+    type ValueCells = BlockSlice<ValueCell<S::Value>>;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = S::Domain;
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn empty_cells(len: usize) -> Self::ValueCells {
+        BlockSlice::new(len, |_| ValueCell::empty())
+    }
+    unsafe fn take_values(cells: &Self::ValueCells) -> Vec<S::Value> {
+        // SAFETY: forwarded from the caller: every child has arrived.
+        cells.as_slice().iter().map(|c| unsafe { c.take() }).collect()
+    }
+}
+
+/// `len` values side by side in one recycled heap block (`crate::block`), which never
+/// moves: the value cells and the operation states of a run-time number of children.
+pub struct BlockSlice<T> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: owns its values as a `Box<[T]>` would.
+unsafe impl<T: Send> Send for BlockSlice<T> {}
+// SAFETY: as above: a shared reference gives shared access to the values only.
+unsafe impl<T: Sync> Sync for BlockSlice<T> {}
+
+impl<T> BlockSlice<T> {
+    /// `len` values, `value(i)` for each `i` in order, in a fresh block.
+    fn new(len: usize, mut value: impl FnMut(usize) -> T) -> Self {
+        /// The values written so far; dropped with the block if `values` unwinds (a
+        /// child's `connect` panicked).
+        struct Partial<T> {
+            ptr: NonNull<T>,
+            len: usize,
+            written: usize,
+        }
+        impl<T> Drop for Partial<T> {
+            fn drop(&mut self) {
+                // SAFETY: the first `written` values were written, and the block is this
+                // allocation of `len` values, freed once, here.
+                unsafe {
+                    std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.written).drop_in_place();
+                    crate::block::free_array(self.ptr, self.len);
+                }
+            }
+        }
+        let mut partial = Partial { ptr: crate::block::uninit_array::<T>(len), len, written: 0 };
+        while partial.written < len {
+            let v = value(partial.written);
+            // SAFETY: in bounds, written once.
+            unsafe { partial.ptr.as_ptr().add(partial.written).write(v) };
+            partial.written += 1;
+        }
+        let this = BlockSlice { ptr: partial.ptr, len };
+        std::mem::forget(partial);
+        this
+    }
+
+    /// The values, shared.
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `len` initialized values in the block, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Value `i`, by raw pointer: its neighbours may be in use (running children), so no
+    /// reference to the whole slice is made.
+    fn at(this: *const Self, i: usize) -> *mut T {
+        // SAFETY: reading the fields of a live `BlockSlice`; the arithmetic stays in the
+        // block (callers pass `i` below its length).
+        unsafe { (*this).ptr.as_ptr().add(i) }
+    }
+}
+
+impl<T> Drop for BlockSlice<T> {
+    fn drop(&mut self) {
+        // SAFETY: the values are initialized and nobody uses them any more (the
+        // operation is dropped only after it completed, or unstarted); the block is
+        // freed once.
+        unsafe {
+            std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len).drop_in_place();
+            crate::block::free_array(self.ptr, self.len);
+        }
+    }
+}
+
+impl<R, S> ConnectTuple<R> for Vec<S>
+where
+    R: Receiver<Vec<S::Value>, S::Error>,
+    S: Sender + SenderTo<WhenAllReceiver<<S as Sender>::Value, Self, R>>,
+{
+    type Ops = BlockSlice<ChildOp<S::Operation>>;
+    unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
+        // SAFETY: the caller guarantees `shared` is alive; the cells are only addressed
+        // here, and each child writes its own through `ValueCell::put`.
+        let cells = unsafe { (*shared).cells.as_slice() };
+        let mut children = self.into_iter();
+        BlockSlice::new(cells.len(), |i| {
+            let child = children.next().expect("when_all: as many children as cells");
+            ChildOp(child.connect(WhenAllReceiver { shared, cell: &cells[i] }))
+        })
+    }
+    unsafe fn count(ops: *const Self::Ops) -> usize {
+        // SAFETY: the caller's contract: `ops` is alive.
+        unsafe { (*ops).len }
+    }
+    unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
+        // SAFETY: forwarded from the caller: child `i` is pinned in the block and
+        // unstarted.
+        unsafe { Pin::new_unchecked(&mut *BlockSlice::at(ops, i)).start() }
+    }
+    unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob {
+        // SAFETY: forwarded from the caller: the job starts child `i`, pinned in place,
+        // once.
+        unsafe { ForkJob(start_job(BlockSlice::at(ops, i))) }
+    }
+}
 
 /// The untransformed sender of [`when_all`].
 #[must_use = "senders do nothing unless connected and started"]
@@ -707,10 +891,10 @@ where
         WhenAllOp {
             shared: Shared {
                 rcvr: UnsafeCell::new(Some(receiver)),
-                cells: C::empty_cells(),
+                cells: C::empty_cells(self.children.len()),
                 failure: sync::UnsafeCell::new(None),
                 state: AtomicU8::new(RUNNING),
-                count: AtomicUsize::new(C::LEN + P::HOLD),
+                count: AtomicUsize::new(self.children.len() + P::HOLD),
                 source: InplaceStopSource::new(),
                 linked: AtomicBool::new(false),
                 on_parent_stop: sync::UnsafeCell::new(None),
@@ -759,9 +943,11 @@ where
     }
 }
 
-/// Runs every sender of the tuple `children` concurrently; completes with the tuple of
-/// their values. Customizable by domains. Children must share their error type and
-/// their domain (a child with no known domain fits any).
+/// Runs every sender of `children` concurrently; completes with their values. The
+/// children are a tuple (up to twelve, or none: `when_all(())` completes with `()`), whose
+/// values come as a tuple, or a `Vec` of senders of one type, whose values come as a
+/// `Vec` (see also [`when_all_iter`]). Customizable by domains. Children must share their
+/// error type and their domain (a child with no known domain fits any).
 ///
 /// The receiver and the results must be `Send`: a stop request may arrive on any
 /// thread, and the operation may complete there.
@@ -772,6 +958,32 @@ where
 /// ```
 pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
     <C::Domain as MaybeDomain>::early_when_all(WhenAll::new(children))
+}
+
+/// `when_all` over an iterator of senders of one type (typically
+/// [`AnySender`](crate::AnySender)s): completes with the `Vec` of their values, in the
+/// iterator's order. The same as `when_all(senders.into_iter().collect::<Vec<_>>())`:
+/// the first error or stop wins and requests stop on the others, a panic is delivered,
+/// and no sender completes with an empty `Vec` at once. On a pool the children are
+/// handed out by halves (a node with a thousand children pushes about ten jobs, which
+/// the workers that steal them split further).
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, just, schedule, starts_on, sync_wait, when_all_iter};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let sch = pool.scheduler();
+/// let squares = when_all_iter((0..10u64).map(|i| schedule(&sch).then(move |()| i * i).boxed()));
+/// assert_eq!(sync_wait(squares).unwrap().unwrap().iter().sum::<u64>(), 285);
+/// let none = when_all_iter(Vec::<senders::AnySender<u64>>::new());
+/// assert_eq!(sync_wait(starts_on(pool.scheduler(), none)).unwrap(), Some(vec![]));
+/// # let _ = just(0);
+/// ```
+pub fn when_all_iter<I>(senders: I) -> <<I::Item as Sender>::Domain as MaybeDomain>::EarlyWhenAll<Vec<I::Item>>
+where
+    I: IntoIterator,
+    I::Item: Sender,
+{
+    when_all(senders.into_iter().collect::<Vec<_>>())
 }
 
 /// `when_all_with_variant`: since every sender here has exactly one value type,

@@ -1,33 +1,31 @@
-//! The pool's domain (P2999): parallel `bulk` and fork-join `when_all`.
+//! The pool's domain (P2999): the parallel bulk algorithms (`bulk.rs`), fork-join
+//! `when_all`, and the `spawn` hook.
 //!
-//! Both find the pool through the worker thread they run on: the early case
+//! They find the pool through the worker thread they run on: the early case
 //! (`pool.scheduler().schedule().bulk(..)`) and the late case
 //! (`starts_on(pool.scheduler(), just(v).bulk(..))`) both deliver the value on a
 //! worker. Off the pool (a value that arrives on another thread) they fall back to the
 //! default, sequential behaviour.
 
-use std::cell::UnsafeCell;
-use std::marker::{PhantomData, PhantomPinned};
-use std::pin::Pin;
+use std::ptr::NonNull;
 
 use super::WorkerThread;
-use crate::adaptors::bulk::{Bulk, BulkEach, BulkEachFn, BulkFn};
+use super::bulk::{BulkChunkedKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, PoolBulk};
+use crate::adaptors::bulk::{Bulk, BulkChunked, BulkChunkedFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked};
 use crate::adaptors::then::{Then, ThenFn, ThenImpl};
 use crate::adaptors::when_all::{
-    ConnectTuple, ForkJob, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
+    ConnectTuple, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
 };
 use crate::domain::Domain;
 use crate::env::Env;
 use crate::job::{JobRef, SpawnedOp};
-use crate::outcome::Failure;
-use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
-use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
-use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+use crate::sender::Sender;
 
 /// The domain of a [`StaticThreadPool`](super::StaticThreadPool)'s scheduler and of the
-/// senders completing on it. It customizes `bulk` (parallel, adaptively split chunks)
-/// and `when_all` (children forked onto the workers).
+/// senders completing on it. It customizes the bulk algorithms (`bulk`, `bulk_chunked`,
+/// `bulk_unchunked`, `bulk_each`: parallel, adaptively split chunks, `bulk.rs`),
+/// `when_all` (children forked onto the workers) and `spawn` (on the worker's deque).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolDomain;
 
@@ -37,30 +35,50 @@ impl Domain for PoolDomain {
         sndr.lower()
     }
 
-    type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, F>;
+    type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, BulkKernel<F>>;
     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
         self,
         sndr: Bulk<S, F>,
         _: Option<&E>,
-    ) -> PoolBulk<S, F> {
+    ) -> Self::Bulk<S, F> {
         let (sndr, shape, f) = sndr.into_parts();
-        PoolBulk { sndr, shape, f }
+        PoolBulk::new(sndr, BulkKernel::new(f, shape))
+    }
+
+    type BulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = PoolBulk<S, BulkChunkedKernel<F>>;
+    fn transform_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>, E: Env>(
+        self,
+        sndr: BulkChunked<S, F>,
+        _: Option<&E>,
+    ) -> Self::BulkChunked<S, F> {
+        let (sndr, shape, f) = sndr.into_parts();
+        PoolBulk::new(sndr, BulkChunkedKernel::new(f, shape))
+    }
+
+    type BulkUnchunked<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, BulkUnchunkedKernel<F>>;
+    fn transform_bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
+        self,
+        sndr: BulkUnchunked<S, F>,
+        _: Option<&E>,
+    ) -> Self::BulkUnchunked<S, F> {
+        let (sndr, shape, f) = sndr.into_parts();
+        PoolBulk::new(sndr, BulkUnchunkedKernel::new(f, shape))
     }
 
     type BulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
-        = PoolBulkEach<S, T, F>
+        = PoolBulk<S, BulkEachKernel<T, F>>
     where
         S::Value: AsMut<[T]>;
     fn transform_bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>, E: Env>(
         self,
         sndr: BulkEach<S, T, F>,
         _: Option<&E>,
-    ) -> PoolBulkEach<S, T, F>
+    ) -> Self::BulkEach<S, T, F>
     where
         S::Value: AsMut<[T]>,
     {
         let (sndr, f) = sndr.into_parts();
-        PoolBulkEach { sndr, f, _t: PhantomData }
+        PoolBulk::new(sndr, BulkEachKernel::new(f))
     }
 
     type WhenAll<C: SenderTuple> = WhenAllImpl<C, ForkOnPool>;
@@ -81,8 +99,16 @@ impl Domain for PoolDomain {
     }
 }
 
-/// `when_all` on the pool: every child but the first is pushed on the current worker's
-/// deque, where idle workers steal it; the first runs inline (as a join does).
+/// `when_all` on the pool: the children but the first are handed out on the current
+/// worker's deque, where idle workers steal them; the first runs inline (as a join does).
+///
+/// The children `1..n` are handed out by halves: the starting worker pushes the range
+/// `n/2..n`, then `n/4..n/2`, and so on, so it pushes about `log2(n)` jobs, not `n - 1`;
+/// whoever runs a range pushes its right half and goes on with the left one. Ranges of
+/// up to eight children are handed out one child at a time (the last first),
+/// down to child 1. A range of one child is that child's own job; a longer one is a small
+/// job in a recycled block. A two-child `when_all` pushes exactly its second child, as a
+/// join.
 ///
 /// A join without the join's atomics when nobody steals (as `rayon::join` avoids its
 /// latch): the starting worker holds one count of its own on the operation, and
@@ -111,20 +137,26 @@ impl StartPolicy for ForkOnPool {
         ops: *mut C::Ops,
     ) {
         WorkerThread::with_current(|worker| match worker {
-            // SAFETY: forwarded from the caller; each forked start runs exactly once as a
-            // job, while the `when_all` operation (which outlives its children) is alive.
-            // Our hold and the noted arrivals are released exactly once below; until
-            // then they keep the operation, and `ops` with it, alive.
+            // SAFETY: forwarded from the caller; each handed-out child is started exactly
+            // once, by a job, while the `when_all` operation (which outlives its children)
+            // is alive. Our hold and the noted arrivals are released exactly once below;
+            // until then they keep the operation, and `ops` with it, alive.
             Some(worker) => unsafe {
+                let n = C::count(ops);
+                if n == 0 {
+                    return WhenAllShared::settle(shared, Self::HOLD);
+                }
+                // Hand out `1..n`, the last push being child 1 alone.
+                let mut hi = n;
                 let mut last: *const () = std::ptr::null();
-                C::fork_rest(ops, |ForkJob(job)| {
-                    last = job.data();
-                    worker.push_local(job);
-                    None
-                });
-                let early = WhenAllShared::start_first_deferring(shared, || C::start_first(ops));
+                while hi > 1 {
+                    let mid = split_point(0, hi);
+                    last = push_children::<C, R>(worker, ops, mid, hi);
+                    hi = mid;
+                }
+                let early = WhenAllShared::start_first_deferring(shared, || C::start_child(ops, 0));
                 let held = early + Self::HOLD;
-                if early == 1 && C::LEN == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+                if early == 1 && n == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
                     // Our own job is the only one it can be: the operation is alive, so
                     // no other job can have its second child's address.
                     if let Some(job) = worker.take_back(last) {
@@ -145,431 +177,85 @@ impl StartPolicy for ForkOnPool {
     }
 }
 
-/// Iterations below which a range is not split further.
-const MIN_CHUNK: usize = 1024;
-/// Iterations between two looks at the stop flags.
-const STOP_CHECK: usize = 1024;
+/// Children at most that are handed out one job each rather than by halves: a range job
+/// costs a block and a second trip through a deque, which only pays off for many.
+const ONE_BY_ONE: usize = 8;
 
-const RUNNING: u8 = 0;
-const STOPPED: u8 = 1;
-const FAILED: u8 = 2;
+/// Where the children `lo..hi` (more than one) are split: the last child goes alone while
+/// there are few of them, the right half otherwise.
+fn split_point(lo: usize, hi: usize) -> usize {
+    if hi - lo <= ONE_BY_ONE { hi - 1 } else { lo + (hi - lo) / 2 }
+}
 
-/// What one iteration of a parallel bulk does, and how it reaches its data.
+/// Pushes the job that starts the children `lo..hi` on `worker`'s deque: the child's own
+/// job for one child, a [`ChildRange`] for more. Returns the job's pointer.
 ///
 /// # Safety
 ///
-/// `ready` and `call` must only touch the value through the pointer they are given, as
-/// their contracts say; the pool relies on this to run `call` concurrently.
-pub unsafe trait Kernel<V, E>: Sync {
-    /// What the iterations need from the value (a pointer), computed once it arrived.
-    type Ready: Copy;
-    /// Prepares the iterations: returns the data they use and the number of iterations.
-    ///
-    /// # Safety
-    ///
-    /// `value` is valid and exclusively ours for this call; called once, before `call`.
-    unsafe fn ready(&self, value: *mut V) -> (Self::Ready, usize);
-    /// Runs iteration `i`.
-    ///
-    /// # Safety
-    ///
-    /// `ready` came from `Self::ready` on a value that is still alive and not otherwise
-    /// accessed; `i` is below the shape it returned, and no other call runs `i`.
-    unsafe fn call(&self, ready: Self::Ready, i: usize) -> Result<(), E>;
-}
-
-/// The kernel of `bulk`: `f(i, &value)`.
-pub struct BulkKernel<F> {
-    f: F,
-    shape: usize,
-}
-
-// SAFETY: iterations only read the value through a shared reference.
-unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for BulkKernel<F> {
-    type Ready = *const V;
-    unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
-        (value, self.shape)
-    }
-    unsafe fn call(&self, value: *const V, i: usize) -> Result<(), E> {
-        // SAFETY: the value is alive and only read while iterations run.
-        self.f.call(i, unsafe { &*value })
-    }
-}
-
-/// The kernel of `bulk_each`: `f(i, &mut value.as_mut()[i])`.
-pub struct BulkEachKernel<T, F> {
-    f: F,
-    _t: PhantomData<fn(&mut T)>,
-}
-
-// SAFETY: `ready` derives the element pointer from one exclusive borrow; each `call`
-// makes a `&mut` to its own element only, and indices are run by exactly one call.
-unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> for BulkEachKernel<T, F> {
-    type Ready = *mut T;
-    unsafe fn ready(&self, value: *mut V) -> (*mut T, usize) {
-        // SAFETY: the caller gives us exclusive access for this call.
-        let slice = unsafe { (*value).as_mut() };
-        (slice.as_mut_ptr(), slice.len())
-    }
-    unsafe fn call(&self, base: *mut T, i: usize) -> Result<(), E> {
-        // SAFETY: `i` is in bounds and no other call touches element `i`.
-        self.f.call(i, unsafe { &mut *base.add(i) })
-    }
-}
-
-/// The sender of `bulk` customized by the pool.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct PoolBulk<S, F> {
-    sndr: S,
-    shape: usize,
-    f: F,
-}
-
-adaptor_sender!([S: Sender, F: BulkFn<S::Value, S::Error>] PoolBulk<S, F> where [] {
-    value = S::Value, error = S::Error, stopped = true
-});
-
-/// The sender of `bulk_each` customized by the pool.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct PoolBulkEach<S, T, F> {
-    sndr: S,
-    f: F,
-    _t: PhantomData<fn(&mut T)>,
-}
-
-adaptor_sender!([S: Sender, T, F: BulkEachFn<T, S::Error>] PoolBulkEach<S, T, F> where [S::Value: AsMut<[T]>] {
-    value = S::Value, error = S::Error, stopped = true
-});
-
-/// The state of a running parallel bulk, shared by its chunks.
-pub(crate) struct BulkState<V, E, K: Kernel<V, E>, R> {
-    rcvr: UnsafeCell<Option<R>>,
-    kernel: K,
-    value: UnsafeCell<Option<V>>,
-    /// The kernel's data and the shape, once the value arrived.
-    ready: UnsafeCell<Option<(K::Ready, usize)>>,
-    /// Chunks started and not yet finished (the root counts as one).
-    pending: AtomicUsize,
-    state: AtomicU8,
-    failure: UnsafeCell<Option<Failure<E>>>,
-}
-
-// SAFETY: the kernel's `Ready` pointer only points into this state's own value, which
-// moves with it; everything else is owned data, `Send` by these bounds.
-unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Send> Send for BulkState<V, E, K, R> {}
-
-impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
-    fn env(&self) -> &R::Env {
-        // SAFETY: the receiver stays in place until `arrive` takes it, after every chunk
-        // has finished.
-        unsafe { (*self.rcvr.get()).as_ref() }.expect("bulk: env after completion").env()
-    }
-
-    fn take_rcvr(&self) -> R {
-        // SAFETY: only the completion takes the receiver, once.
-        unsafe { (*self.rcvr.get()).take() }.expect("bulk completes once")
-    }
-
-    fn fail(&self, failure: Option<Failure<E>>) {
-        let target = if failure.is_some() { FAILED } else { STOPPED };
-        let mut cur = self.state.load(Ordering::Relaxed);
-        while cur != FAILED && !(cur == STOPPED && target == STOPPED) {
-            match self.state.compare_exchange_weak(cur, target, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    if let Some(f) = failure {
-                        // SAFETY: only the chunk that moved `state` to `FAILED` writes it;
-                        // the completer reads it after the last `AcqRel` arrival.
-                        unsafe { *self.failure.get() = Some(f) };
-                    }
-                    return;
-                }
-                Err(actual) => cur = actual,
-            }
-        }
-    }
-
-    /// Runs iterations `lo..hi`, stopping early once the bulk failed or was stopped.
-    fn run_range(&self, lo: usize, hi: usize) {
-        // SAFETY: written by `start_with` before any chunk runs, then only read.
-        let (ready, _) = unsafe { (*self.ready.get()).expect("bulk: value prepared") };
-        let token = self.env().stop_token();
-        let run = catch(|| {
-            let mut i = lo;
-            while i < hi {
-                if self.state.load(Ordering::Relaxed) != RUNNING {
-                    return Ok(());
-                }
-                if token.stop_requested() {
-                    self.fail(None);
-                    return Ok(());
-                }
-                let end = hi.min(i + STOP_CHECK);
-                for j in i..end {
-                    // SAFETY: each index of `0..shape` is in exactly one range, run once.
-                    unsafe { self.kernel.call(ready, j) }?;
-                }
-                i = end;
-            }
-            Ok(())
-        });
-        match run {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => self.fail(Some(Failure::Error(e))),
-            Err(p) => self.fail(Some(Failure::Panic(p))),
-        }
-    }
-
-    /// Takes the value, prepares the kernel, and runs the bulk: split across the pool
-    /// when on a worker and large enough, otherwise in order on this thread.
-    ///
-    /// # Safety
-    ///
-    /// `this` is the live state of a started bulk, and no chunk runs yet.
-    unsafe fn start_with(this: *const Self, value: V) {
-        // SAFETY: no chunk runs yet, so the slots are ours; the value stays in place
-        // (pinned operation) until the completion takes it.
-        let prepared = unsafe {
-            let s = &*this;
-            let slot: *mut V = (*s.value.get()).insert(value);
-            // The kernel calls user code (`bulk_each`'s `AsMut`): a panic fails the bulk.
-            catch(|| s.kernel.ready(slot))
-        };
-        let shape = match prepared {
-            Ok((ready, shape)) => {
-                // SAFETY: no chunk runs yet, so the slot is ours.
-                unsafe { *(*this).ready.get() = Some((ready, shape)) };
-                shape
-            }
-            Err(p) => {
-                // SAFETY: no chunk ever runs: this holds the root count, released once.
-                unsafe {
-                    (*this).fail(Some(Failure::Panic(p)));
-                    Self::arrive(this);
-                }
-                return;
-            }
-        };
-        WorkerThread::with_current(|worker| match worker {
-            Some(worker) if shape > MIN_CHUNK => {
-                // SAFETY: we hold the root count.
-                unsafe { Self::process(this, worker, 0, shape, worker.registry().num_threads()) }
-            }
-            // SAFETY: as above; off the pool (or small), run in order here.
-            _ => unsafe {
-                (*this).run_range(0, shape);
-                Self::arrive(this);
-            },
-        })
-    }
-
-    /// Splits `lo..hi` while it is large and the split budget lasts, pushing the right
-    /// halves for other workers to steal, then runs what is left and arrives.
-    ///
-    /// # Safety
-    ///
-    /// `this` is the live state of a started bulk; the caller holds one `pending` count.
-    unsafe fn process(this: *const Self, worker: &WorkerThread, lo: usize, mut hi: usize, mut splits: usize) {
-        // SAFETY: alive while we hold a count.
-        let s = unsafe { &*this };
-        while hi - lo > MIN_CHUNK && splits > 0 && s.state.load(Ordering::Relaxed) == RUNNING {
-            let mid = lo + (hi - lo) / 2;
-            splits /= 2;
-            s.pending.fetch_add(1, Ordering::Relaxed);
-            let job = Box::new(BulkJob { state: this, lo: mid, hi, splits, origin: worker.index() });
-            // SAFETY: the job owns one count, so the state outlives it; `BulkJob::run`
-            // matches the boxed type and frees it.
-            worker.push_local(unsafe { JobRef::new(Box::into_raw(job), BulkJob::<V, E, K, R>::run) });
-            hi = mid;
-        }
-        s.run_range(lo, hi);
-        // SAFETY: releases the count the caller held.
-        unsafe { Self::arrive(this) };
-    }
-
-    /// # Safety
-    ///
-    /// Each count is released exactly once.
-    unsafe fn arrive(this: *const Self) {
-        // SAFETY: alive until the last arrival, which may be this one.
-        if unsafe { (*this).pending.fetch_sub(1, Ordering::AcqRel) } != 1 {
-            return;
-        }
-        // SAFETY: every chunk has finished: exclusive access.
-        unsafe {
-            let s = &*this;
-            let rcvr = s.take_rcvr();
-            let value = (*s.value.get()).take().expect("bulk: value present");
-            let state = s.state.load(Ordering::Relaxed);
-            if state == RUNNING {
-                return rcvr.set_value(value);
-            }
-            // The value is not delivered: drop it before completing (the crate's discard
-            // rule), and let a panic in its `Drop` replace a stop or an error.
-            let dropped = discard(value);
-            match (state, (*s.failure.get()).take(), dropped) {
-                (_, Some(Failure::Panic(p)), _) => rcvr.set_panic(p),
-                (_, _, Err(p)) => rcvr.set_panic(p),
-                (STOPPED, _, Ok(())) => rcvr.set_stopped(),
-                (_, Some(Failure::Error(e)), Ok(())) => rcvr.set_error(e),
-                (_, None, Ok(())) => unreachable!("bulk: failed without a failure"),
-            }
-        }
-    }
-}
-
-/// A stealable piece of a parallel bulk.
-struct BulkJob<V, E, K: Kernel<V, E>, R> {
-    state: *const BulkState<V, E, K, R>,
+/// `ops` holds the started `when_all`'s pinned children, of which `lo..hi` are unstarted
+/// and handed out nowhere else.
+unsafe fn push_children<C: ConnectTuple<R>, R>(
+    worker: &WorkerThread,
+    ops: *mut C::Ops,
     lo: usize,
     hi: usize,
-    splits: usize,
-    origin: usize,
+) -> *const () {
+    let job = if hi - lo == 1 {
+        // SAFETY: forwarded: child `lo` is started once, by this job.
+        unsafe { C::child_job(ops, lo) }.0
+    } else {
+        let range = crate::block::new(ChildRange::<C, R> { ops, lo, hi });
+        // SAFETY: the range's children keep the operation alive until they start, which
+        // this job does, once each; `ChildRange::run` frees the block.
+        unsafe { JobRef::new(range.as_ptr(), ChildRange::<C, R>::run) }
+    };
+    let data = job.data();
+    worker.push_local(job);
+    data
 }
 
-impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkJob<V, E, K, R> {
+/// Children `lo..hi` of a `when_all` on the pool, handed out as one job.
+struct ChildRange<C: ConnectTuple<R>, R> {
+    ops: *mut C::Ops,
+    lo: usize,
+    hi: usize,
+}
+
+impl<C: ConnectTuple<R>, R> ChildRange<C, R> {
+    /// Pushes the right half, and the right half of what is left, down to one child,
+    /// which it starts here.
+    ///
     /// # Safety
     ///
-    /// `data` is a `Box<BulkJob<V, E, K, R>>` turned into a raw pointer; called once.
+    /// `data` is a `ChildRange<C, R>` from `block::new`, whose children are unstarted;
+    /// called once.
     unsafe fn run(data: *const (), (): ()) {
-        // SAFETY: the caller's contract.
-        let job = unsafe { Box::from_raw(data.cast_mut().cast::<Self>()) };
+        let block = data.cast_mut().cast::<Self>();
+        // SAFETY: the caller's contract; the range is plain data, read out before its block
+        // is freed, once.
+        let ChildRange { ops, lo, mut hi } = unsafe {
+            let range = block.read();
+            crate::block::free(NonNull::new_unchecked(block));
+            range
+        };
         WorkerThread::with_current(|worker| match worker {
-            Some(worker) => {
-                // Stolen: the thief gets a fresh split budget, so work spreads further
-                // where it was needed (adaptive splitting).
-                let splits = if worker.index() == job.origin { job.splits } else { worker.registry().num_threads() };
-                // SAFETY: the job owns one count.
-                unsafe { BulkState::process(job.state, worker, job.lo, job.hi, splits) }
-            }
-            // SAFETY: as above; off the pool there is nobody to split for.
+            // SAFETY: the unstarted children keep the operation alive; each is handed out
+            // or started once; nothing here touches `ops` after the last start.
+            Some(worker) => unsafe {
+                while hi - lo > 1 {
+                    let mid = split_point(lo, hi);
+                    push_children::<C, R>(worker, ops, mid, hi);
+                    hi = mid;
+                }
+                C::start_child(ops, lo);
+            },
+            // SAFETY: as above; off the pool (a job drained after the workers exited)
+            // they start in order.
             None => unsafe {
-                (*job.state).run_range(job.lo, job.hi);
-                BulkState::arrive(job.state);
+                for i in lo..hi {
+                    C::start_child(ops, i);
+                }
             },
         })
-    }
-}
-
-/// The receiver of a pool bulk's predecessor.
-pub struct PoolBulkReceiver<V, E, K: Kernel<V, E>, R> {
-    state: *const BulkState<V, E, K, R>,
-}
-
-// SAFETY: the value moves to the thread of the last chunk (`Send`) and the kernel runs
-// on every worker (`Kernel: Sync`, which also requires what iterations share to be
-// `Sync` and what they mutate to be `Send`); the final receiver completes on any worker
-// (`Send`) and its env is read by all (`Sync`).
-unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Receiver<V, E> + Send + Sync> Send
-    for PoolBulkReceiver<V, E, K, R>
-where
-    R::Env: Sync,
-{
-}
-
-// SAFETY: a shared reference only reaches the environment (`env`), the final receiver's,
-// `Sync` by these bounds; the value, the kernel and the completion are reached only
-// through the receiver taken by value.
-unsafe impl<V, E, K: Kernel<V, E>, R: Receiver<V, E> + Sync> Sync for PoolBulkReceiver<V, E, K, R> where R::Env: Sync {}
-
-impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> Receiver<V, E> for PoolBulkReceiver<V, E, K, R> {
-    type Env = R::Env;
-    fn env(&self) -> &R::Env {
-        // SAFETY: the state outlives this receiver.
-        unsafe { (*self.state).env() }
-    }
-    fn set_value(self, value: V) {
-        // SAFETY: the state is pinned in the started operation and no chunk runs yet.
-        unsafe { BulkState::start_with(self.state, value) }
-    }
-    fn set_error(self, error: E) {
-        // SAFETY: the state outlives this receiver; no chunk ever runs.
-        unsafe { (*self.state).take_rcvr() }.set_error(error)
-    }
-    fn set_stopped(self) {
-        // SAFETY: as in `set_error`.
-        unsafe { (*self.state).take_rcvr() }.set_stopped()
-    }
-    fn set_panic(self, panic: Panic) {
-        // SAFETY: as in `set_error`.
-        unsafe { (*self.state).take_rcvr() }.set_panic(panic)
-    }
-}
-
-/// The operation state of a pool bulk.
-pub struct PoolBulkOp<S, K, R>
-where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
-    K: Kernel<S::Value, S::Error>,
-    R: Receiver<S::Value, S::Error>,
-{
-    state: BulkState<S::Value, S::Error, K, R>,
-    sndr: Option<S>,
-    child: Option<S::Operation>,
-    _pin: PhantomPinned,
-}
-
-fn bulk_op<S, K, R>(sndr: S, kernel: K, receiver: R) -> PoolBulkOp<S, K, R>
-where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
-    K: Kernel<S::Value, S::Error>,
-    R: Receiver<S::Value, S::Error>,
-{
-    PoolBulkOp {
-        state: BulkState {
-            rcvr: UnsafeCell::new(Some(receiver)),
-            kernel,
-            value: UnsafeCell::new(None),
-            ready: UnsafeCell::new(None),
-            pending: AtomicUsize::new(1),
-            state: AtomicU8::new(RUNNING),
-            failure: UnsafeCell::new(None),
-        },
-        sndr: Some(sndr),
-        child: None,
-        _pin: PhantomPinned,
-    }
-}
-
-impl<S, F, R> SenderTo<R> for PoolBulk<S, F>
-where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, BulkKernel<F>, R>>,
-    F: BulkFn<S::Value, S::Error>,
-    BulkKernel<F>: Kernel<S::Value, S::Error>,
-    R: Receiver<S::Value, S::Error>,
-{
-    type Operation = PoolBulkOp<S, BulkKernel<F>, R>;
-    fn connect(self, receiver: R) -> Self::Operation {
-        bulk_op(self.sndr, BulkKernel { f: self.f, shape: self.shape }, receiver)
-    }
-}
-
-impl<S, T, F, R> SenderTo<R> for PoolBulkEach<S, T, F>
-where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, BulkEachKernel<T, F>, R>>,
-    S::Value: AsMut<[T]>,
-    F: BulkEachFn<T, S::Error>,
-    BulkEachKernel<T, F>: Kernel<S::Value, S::Error>,
-    R: Receiver<S::Value, S::Error>,
-{
-    type Operation = PoolBulkOp<S, BulkEachKernel<T, F>, R>;
-    fn connect(self, receiver: R) -> Self::Operation {
-        bulk_op(self.sndr, BulkEachKernel { f: self.f, _t: PhantomData }, receiver)
-    }
-}
-
-impl<S, K, R> OperationState for PoolBulkOp<S, K, R>
-where
-    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
-    K: Kernel<S::Value, S::Error>,
-    R: Receiver<S::Value, S::Error>,
-{
-    unsafe fn start(self: Pin<&mut Self>) {
-        // SAFETY: `state` and `child` are only addressed in place; `sndr` is not
-        // structurally pinned.
-        let this = unsafe { self.get_unchecked_mut() };
-        let Some(sndr) = this.sndr.take() else { return };
-        let child = this.child.insert(sndr.connect(PoolBulkReceiver { state: &this.state }));
-        // SAFETY: pinned in place, started once.
-        unsafe { Pin::new_unchecked(child).start() };
     }
 }

@@ -5,7 +5,8 @@
 //! |---|---|
 //! | `thread_pool.rs` | [`StaticThreadPool`], its builder and its shutdown |
 //! | `scheduler.rs` | [`PoolScheduler`]: `schedule()`, whose operation is the job it queues |
-//! | `domain.rs` | [`PoolDomain`]: parallel `bulk`, fork-join `when_all`, the `spawn` hook |
+//! | `domain.rs` | [`PoolDomain`]: the bulk algorithms, fork-join `when_all`, the `spawn` hook |
+//! | `bulk.rs` | the bulk algorithms in parallel: kernels, adaptive splitting, completion |
 //! | `registry.rs` | the shared state (queues, sleep, shutdown), the worker loop, and `RegistryRef`, the handle that keeps it alive |
 //! | `refs.rs` | the registry's reference count, sharded per worker |
 //! | `lane.rs` | deques of their own for outside threads that submit |
@@ -38,6 +39,7 @@
 //! through `parallel_scheduler()` and `default_pool()`, configured once with
 //! `PoolBuilder::build_global`, and never dropped.
 
+mod bulk;
 mod deque;
 mod domain;
 #[cfg(not(loom))]
@@ -51,9 +53,10 @@ mod sleep;
 mod tests;
 mod thread_pool;
 
-pub use domain::{
-    BulkEachKernel, BulkKernel, ForkOnPool, Kernel, PoolBulk, PoolBulkEach, PoolBulkOp, PoolBulkReceiver, PoolDomain,
+pub use bulk::{
+    BulkChunkedKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, Kernel, PoolBulk, PoolBulkOp, PoolBulkReceiver,
 };
+pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use registry::WorkerThread;
@@ -64,5 +67,8 @@ pub type SharedKernel<F> = BulkKernel<F>;
 /// The old name of [`BulkEachKernel`].
 #[deprecated(since = "0.1.0", note = "renamed `BulkEachKernel`")]
 pub type EachKernel<T, F> = BulkEachKernel<T, F>;
+/// The pool's `bulk_each`, now [`PoolBulk`] with a [`BulkEachKernel`].
+#[deprecated(since = "0.1.0", note = "now `PoolBulk<S, BulkEachKernel<T, F>>`")]
+pub type PoolBulkEach<S, T, F> = PoolBulk<S, BulkEachKernel<T, F>>;
 pub use scheduler::{PoolOp, PoolScheduler, PoolSender};
 pub use thread_pool::{BuildError, DEFAULT_STACK_SIZE, PoolBuilder, StaticThreadPool};

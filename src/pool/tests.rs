@@ -306,3 +306,31 @@ fn a_spawned_schedule_is_queued_once_and_the_mark_does_not_outlive_it() {
         "one deque entry per spawn, none for the schedule() it starts with"
     );
 }
+
+/// `when_all` of a thousand children started on a worker hands them out by halves: the
+/// worker's deque never holds more than a few of their jobs (about `log2(1000)` at the
+/// start), where pushing every child would put 999 there.
+#[test]
+fn a_thousand_children_are_handed_out_by_halves() {
+    use crate::adaptors::continues_on::starts_on;
+    use crate::adaptors::when_all::when_all;
+    use crate::factories::just::just;
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let deepest = Arc::new(AtomicUsize::new(0));
+    let children: Vec<_> = (0..1000usize)
+        .map(|i| {
+            let (r, deepest) = (registry.clone(), deepest.clone());
+            Then::new(just(i), move |i| {
+                if let Some(w) = WorkerThread::current_of(&r) {
+                    deepest.fetch_max(w.queued(), Ordering::Relaxed);
+                }
+                i
+            })
+        })
+        .collect();
+    let values = sync_wait(starts_on(pool.scheduler(), when_all(children))).unwrap().unwrap();
+    assert_eq!(values, (0..1000).collect::<Vec<_>>());
+    let deepest = deepest.load(Ordering::Relaxed);
+    assert!((1..=20).contains(&deepest), "at most {deepest} jobs queued at once");
+}

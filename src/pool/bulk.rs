@@ -1,0 +1,521 @@
+//! The pool's bulk algorithms: `bulk`, `bulk_chunked`, `bulk_unchunked` and
+//! `bulk_each`, run in parallel over the workers.
+//!
+//! One operation ([`PoolBulkOp`]) runs all four; what differs is its [`Kernel`], which
+//! says what a call does with a range of indices and how the range may be split.
+//!
+//! **Splitting** (rayon's adaptive splitter is the model). The worker that receives the
+//! value starts with a split budget of one split per worker: while its range has more
+//! than one index and budget is left, it halves the range, pushes the right half on its
+//! deque (where idle workers steal it) and halves the budget. A piece that another
+//! worker steals gets a fresh budget there, so work spreads further exactly where
+//! workers were idle, down to single indices when each index is expensive; a piece that
+//! nobody steals is run by its owner without further splitting, so a large bulk of cheap
+//! indices is cut into a few chunks per worker, not more. `bulk_unchunked`'s kernel
+//! ignores the budget and splits down to single indices at once: every index is a job of
+//! its own, which any idle worker may take.
+//!
+//! **Completion.** `pending` counts the pieces not yet finished (the root counts as
+//! one); the last to finish completes the bulk: with the value, or with the first failure
+//! (error or panic, `state` `FAILED`), or stopped. A piece looks at the state and at the
+//! receiver's stop token between two calls of its kernel and stops early once the bulk
+//! failed or was stopped.
+
+use std::cell::UnsafeCell;
+use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
+use std::ptr::NonNull;
+
+use super::registry::WorkerThread;
+use crate::adaptors::bulk::{BulkChunkedFn, BulkEachFn, BulkFn};
+use crate::env::Env;
+use crate::job::JobRef;
+use crate::outcome::Failure;
+use crate::panic::{Panic, catch, discard};
+use crate::receiver::Receiver;
+use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
+use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+
+/// Indices a per-index kernel runs between two looks at the stop flags.
+const STOP_CHECK: usize = 1024;
+/// The longest chunk `bulk_chunked`'s function is given (a look at the stop flags
+/// between two chunks).
+pub(crate) const MAX_CHUNK: usize = 1 << 16;
+
+const RUNNING: u8 = 0;
+const STOPPED: u8 = 1;
+const FAILED: u8 = 2;
+
+/// What a parallel bulk does with a range of indices, and how it reaches its data.
+///
+/// # Safety
+///
+/// `ready` and `call` must only touch the value through the pointer they are given, as
+/// their contracts say; the pool relies on this to run `call` concurrently.
+pub unsafe trait Kernel<V, E>: Sync {
+    /// What the calls need from the value (a pointer), computed once it arrived.
+    type Ready: Copy;
+    /// Whether every index is its own job (`bulk_unchunked`), rather than chunks split
+    /// adaptively.
+    const EAGER: bool = false;
+    /// The most indices one call runs.
+    const PIECE: usize = STOP_CHECK;
+
+    /// Prepares the calls: returns the data they use and the number of indices.
+    ///
+    /// # Safety
+    ///
+    /// `value` is valid and exclusively ours for this call; called once, before `call`.
+    unsafe fn ready(&self, value: *mut V) -> (Self::Ready, usize);
+
+    /// Runs the indices `lo..hi` (at most [`PIECE`](Self::PIECE) of them).
+    ///
+    /// # Safety
+    ///
+    /// `ready` came from `Self::ready` on a value that is still alive and not otherwise
+    /// accessed; `lo < hi` is within the shape it returned, and no other call runs any
+    /// of these indices.
+    unsafe fn call(&self, ready: Self::Ready, lo: usize, hi: usize) -> Result<(), E>;
+}
+
+/// The kernel of `bulk`: `f(i, &value)` for each index.
+pub struct BulkKernel<F> {
+    f: F,
+    shape: usize,
+}
+
+// SAFETY: calls only read the value through a shared reference.
+unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for BulkKernel<F> {
+    type Ready = *const V;
+    unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
+        (value, self.shape)
+    }
+    #[inline]
+    unsafe fn call(&self, value: *const V, lo: usize, hi: usize) -> Result<(), E> {
+        // SAFETY: the value is alive and only read while calls run.
+        let value = unsafe { &*value };
+        (lo..hi).try_for_each(|i| self.f.call(i, value))
+    }
+}
+
+/// The kernel of `bulk_unchunked`: `f(i, &value)`, every index a job of its own.
+pub struct BulkUnchunkedKernel<F> {
+    f: F,
+    shape: usize,
+}
+
+// SAFETY: as for `BulkKernel`.
+unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for BulkUnchunkedKernel<F> {
+    type Ready = *const V;
+    const EAGER: bool = true;
+    unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
+        (value, self.shape)
+    }
+    #[inline]
+    unsafe fn call(&self, value: *const V, lo: usize, hi: usize) -> Result<(), E> {
+        // SAFETY: the value is alive and only read while calls run.
+        let value = unsafe { &*value };
+        (lo..hi).try_for_each(|i| self.f.call(i, value))
+    }
+}
+
+/// The kernel of `bulk_chunked`: `f(lo, hi, &value)`, once per chunk.
+pub struct BulkChunkedKernel<F> {
+    f: F,
+    shape: usize,
+}
+
+// SAFETY: calls only read the value through a shared reference.
+unsafe impl<V: Sync, E, F: BulkChunkedFn<V, E> + Sync> Kernel<V, E> for BulkChunkedKernel<F> {
+    type Ready = *const V;
+    const PIECE: usize = MAX_CHUNK;
+    unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
+        (value, self.shape)
+    }
+    #[inline]
+    unsafe fn call(&self, value: *const V, lo: usize, hi: usize) -> Result<(), E> {
+        // SAFETY: the value is alive and only read while calls run.
+        self.f.call(lo, hi, unsafe { &*value })
+    }
+}
+
+/// The kernel of `bulk_each`: `f(i, &mut value.as_mut()[i])` for each index.
+pub struct BulkEachKernel<T, F> {
+    f: F,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+// SAFETY: `ready` derives the element pointer from one exclusive borrow; each `call`
+// makes a `&mut` to its own elements only, and indices are run by exactly one call.
+unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> for BulkEachKernel<T, F> {
+    type Ready = *mut T;
+    unsafe fn ready(&self, value: *mut V) -> (*mut T, usize) {
+        // SAFETY: the caller gives us exclusive access for this call.
+        let slice = unsafe { (*value).as_mut() };
+        (slice.as_mut_ptr(), slice.len())
+    }
+    #[inline]
+    unsafe fn call(&self, base: *mut T, lo: usize, hi: usize) -> Result<(), E> {
+        // SAFETY: `i` is in bounds and no other call touches element `i`.
+        (lo..hi).try_for_each(|i| self.f.call(i, unsafe { &mut *base.add(i) }))
+    }
+}
+
+impl<F> BulkKernel<F> {
+    pub(crate) fn new(f: F, shape: usize) -> Self {
+        BulkKernel { f, shape }
+    }
+}
+
+impl<F> BulkUnchunkedKernel<F> {
+    pub(crate) fn new(f: F, shape: usize) -> Self {
+        BulkUnchunkedKernel { f, shape }
+    }
+}
+
+impl<F> BulkChunkedKernel<F> {
+    pub(crate) fn new(f: F, shape: usize) -> Self {
+        BulkChunkedKernel { f, shape }
+    }
+}
+
+impl<T, F> BulkEachKernel<T, F> {
+    pub(crate) fn new(f: F) -> Self {
+        BulkEachKernel { f, _t: PhantomData }
+    }
+}
+
+/// The sender of a bulk algorithm customized by the pool: `bulk`
+/// ([`BulkKernel`]), `bulk_chunked` ([`BulkChunkedKernel`]), `bulk_unchunked`
+/// ([`BulkUnchunkedKernel`]) or `bulk_each` ([`BulkEachKernel`]).
+#[must_use = "senders do nothing unless connected and started"]
+pub struct PoolBulk<S, K> {
+    sndr: S,
+    kernel: K,
+}
+
+impl<S, K> PoolBulk<S, K> {
+    pub(crate) fn new(sndr: S, kernel: K) -> Self {
+        PoolBulk { sndr, kernel }
+    }
+}
+
+adaptor_sender!([S: Sender, K] PoolBulk<S, K> where [] {
+    value = S::Value, error = S::Error, stopped = true
+});
+
+/// The state of a running parallel bulk, shared by its pieces.
+pub(crate) struct BulkState<V, E, K: Kernel<V, E>, R> {
+    rcvr: UnsafeCell<Option<R>>,
+    kernel: K,
+    value: UnsafeCell<Option<V>>,
+    /// The kernel's data and the shape, once the value arrived.
+    ready: UnsafeCell<Option<(K::Ready, usize)>>,
+    /// Pieces started and not yet finished (the root counts as one).
+    pending: AtomicUsize,
+    state: AtomicU8,
+    failure: UnsafeCell<Option<Failure<E>>>,
+}
+
+// SAFETY: the kernel's `Ready` pointer only points into this state's own value, which
+// moves with it; everything else is owned data, `Send` by these bounds.
+unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Send> Send for BulkState<V, E, K, R> {}
+
+impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
+    fn env(&self) -> &R::Env {
+        // SAFETY: the receiver stays in place until `arrive` takes it, after every piece
+        // has finished.
+        unsafe { (*self.rcvr.get()).as_ref() }.expect("bulk: env after completion").env()
+    }
+
+    fn take_rcvr(&self) -> R {
+        // SAFETY: only the completion takes the receiver, once.
+        unsafe { (*self.rcvr.get()).take() }.expect("bulk completes once")
+    }
+
+    fn fail(&self, failure: Option<Failure<E>>) {
+        let target = if failure.is_some() { FAILED } else { STOPPED };
+        let mut cur = self.state.load(Ordering::Relaxed);
+        while cur != FAILED && !(cur == STOPPED && target == STOPPED) {
+            match self.state.compare_exchange_weak(cur, target, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    if let Some(f) = failure {
+                        // SAFETY: only the piece that moved `state` to `FAILED` writes it;
+                        // the completer reads it after the last `AcqRel` arrival.
+                        unsafe { *self.failure.get() = Some(f) };
+                    }
+                    return;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Runs the indices `lo..hi`, [`Kernel::PIECE`] at a time, stopping early once the
+    /// bulk failed or was stopped.
+    fn run_range(&self, lo: usize, hi: usize) {
+        // SAFETY: written by `start_with` before any piece runs, then only read.
+        let (ready, _) = unsafe { (*self.ready.get()).expect("bulk: value prepared") };
+        let token = self.env().stop_token();
+        let run = catch(|| {
+            let mut i = lo;
+            while i < hi {
+                if self.state.load(Ordering::Relaxed) != RUNNING {
+                    return Ok(());
+                }
+                if token.stop_requested() {
+                    self.fail(None);
+                    return Ok(());
+                }
+                let end = hi.min(i.saturating_add(K::PIECE));
+                // SAFETY: each index of `0..shape` is in exactly one range, run once.
+                unsafe { self.kernel.call(ready, i, end) }?;
+                i = end;
+            }
+            Ok(())
+        });
+        match run {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.fail(Some(Failure::Error(e))),
+            Err(p) => self.fail(Some(Failure::Panic(p))),
+        }
+    }
+
+    /// Takes the value, prepares the kernel, and runs the bulk: split across the pool
+    /// when on a worker and there is more than one index, otherwise in order on this
+    /// thread.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live state of a started bulk, and no piece runs yet.
+    unsafe fn start_with(this: *const Self, value: V) {
+        // SAFETY: no piece runs yet, so the cells are ours; the value stays in place
+        // (pinned operation) until the completion takes it.
+        let prepared = unsafe {
+            let s = &*this;
+            let cell: *mut V = (*s.value.get()).insert(value);
+            // The kernel calls user code (`bulk_each`'s `AsMut`): a panic fails the bulk.
+            catch(|| s.kernel.ready(cell))
+        };
+        let shape = match prepared {
+            Ok((ready, shape)) => {
+                // SAFETY: no piece runs yet, so the cell is ours.
+                unsafe { *(*this).ready.get() = Some((ready, shape)) };
+                shape
+            }
+            Err(p) => {
+                // SAFETY: no piece ever runs: this holds the root count, released once.
+                unsafe {
+                    (*this).fail(Some(Failure::Panic(p)));
+                    Self::arrive(this);
+                }
+                return;
+            }
+        };
+        WorkerThread::with_current(|worker| match worker {
+            Some(worker) if shape > 1 => {
+                // SAFETY: we hold the root count.
+                unsafe { Self::process(this, worker, 0, shape, worker.registry().num_threads()) }
+            }
+            // SAFETY: as above; off the pool (or a single index), run in order here.
+            _ => unsafe {
+                (*this).run_range(0, shape);
+                Self::arrive(this);
+            },
+        })
+    }
+
+    /// Splits `lo..hi` while it has more than one index and the split budget lasts (to
+    /// single indices for an eager kernel), pushing the right halves for other workers
+    /// to steal, then runs what is left and arrives.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live state of a started bulk; the caller holds one `pending` count.
+    unsafe fn process(this: *const Self, worker: &WorkerThread, lo: usize, mut hi: usize, mut splits: usize) {
+        // SAFETY: alive while we hold a count.
+        let s = unsafe { &*this };
+        while hi - lo > 1 && (K::EAGER || splits > 0) && s.state.load(Ordering::Relaxed) == RUNNING {
+            let mid = lo + (hi - lo) / 2;
+            splits /= 2;
+            s.pending.fetch_add(1, Ordering::Relaxed);
+            let job = crate::block::new(BulkJob { state: this, lo: mid, hi, splits, origin: worker.index() });
+            // SAFETY: the job owns one count, so the state outlives it; `BulkJob::run`
+            // matches the block's type and frees it.
+            worker.push_local(unsafe { JobRef::new(job.as_ptr(), BulkJob::<V, E, K, R>::run) });
+            hi = mid;
+        }
+        s.run_range(lo, hi);
+        // SAFETY: releases the count the caller held.
+        unsafe { Self::arrive(this) };
+    }
+
+    /// # Safety
+    ///
+    /// Each count is released exactly once.
+    unsafe fn arrive(this: *const Self) {
+        // SAFETY: alive until the last arrival, which may be this one.
+        if unsafe { (*this).pending.fetch_sub(1, Ordering::AcqRel) } != 1 {
+            return;
+        }
+        // SAFETY: every piece has finished: exclusive access.
+        unsafe {
+            let s = &*this;
+            let rcvr = s.take_rcvr();
+            let value = (*s.value.get()).take().expect("bulk: value present");
+            let state = s.state.load(Ordering::Relaxed);
+            if state == RUNNING {
+                return rcvr.set_value(value);
+            }
+            // The value is not delivered: drop it before completing (the crate's discard
+            // rule), and let a panic in its `Drop` replace a stop or an error.
+            let dropped = discard(value);
+            match (state, (*s.failure.get()).take(), dropped) {
+                (_, Some(Failure::Panic(p)), _) => rcvr.set_panic(p),
+                (_, _, Err(p)) => rcvr.set_panic(p),
+                (STOPPED, _, Ok(())) => rcvr.set_stopped(),
+                (_, Some(Failure::Error(e)), Ok(())) => rcvr.set_error(e),
+                (_, None, Ok(())) => unreachable!("bulk: failed without a failure"),
+            }
+        }
+    }
+}
+
+/// A stealable piece of a parallel bulk, in a recycled block.
+struct BulkJob<V, E, K: Kernel<V, E>, R> {
+    state: *const BulkState<V, E, K, R>,
+    lo: usize,
+    hi: usize,
+    splits: usize,
+    origin: usize,
+}
+
+impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkJob<V, E, K, R> {
+    /// # Safety
+    ///
+    /// `data` is a `BulkJob<V, E, K, R>` from `block::new`; called once.
+    unsafe fn run(data: *const (), (): ()) {
+        let block = data.cast_mut().cast::<Self>();
+        // SAFETY: the caller's contract; the job is plain data, read out before its block
+        // is freed, once.
+        let job = unsafe {
+            let job = block.read();
+            crate::block::free(NonNull::new_unchecked(block));
+            job
+        };
+        WorkerThread::with_current(|worker| match worker {
+            Some(worker) => {
+                // Stolen: the thief gets a fresh split budget, so work spreads further
+                // where it was needed (adaptive splitting).
+                let splits = if worker.index() == job.origin { job.splits } else { worker.registry().num_threads() };
+                // SAFETY: the job owns one count.
+                unsafe { BulkState::process(job.state, worker, job.lo, job.hi, splits) }
+            }
+            // SAFETY: as above; off the pool there is nobody to split for.
+            None => unsafe {
+                (*job.state).run_range(job.lo, job.hi);
+                BulkState::arrive(job.state);
+            },
+        })
+    }
+}
+
+/// The receiver of a pool bulk's predecessor.
+pub struct PoolBulkReceiver<V, E, K: Kernel<V, E>, R> {
+    state: *const BulkState<V, E, K, R>,
+}
+
+// SAFETY: the value moves to the thread of the last piece (`Send`) and the kernel runs
+// on every worker (`Kernel: Sync`, which also requires what calls share to be `Sync` and
+// what they mutate to be `Send`); the final receiver completes on any worker (`Send`)
+// and its env is read by all (`Sync`).
+unsafe impl<V: Send, E: Send, K: Kernel<V, E> + Send, R: Receiver<V, E> + Send + Sync> Send
+    for PoolBulkReceiver<V, E, K, R>
+where
+    R::Env: Sync,
+{
+}
+
+// SAFETY: a shared reference only reaches the environment (`env`), the final receiver's,
+// `Sync` by these bounds; the value, the kernel and the completion are reached only
+// through the receiver taken by value.
+unsafe impl<V, E, K: Kernel<V, E>, R: Receiver<V, E> + Sync> Sync for PoolBulkReceiver<V, E, K, R> where R::Env: Sync {}
+
+impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> Receiver<V, E> for PoolBulkReceiver<V, E, K, R> {
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        // SAFETY: the state outlives this receiver.
+        unsafe { (*self.state).env() }
+    }
+    fn set_value(self, value: V) {
+        // SAFETY: the state is pinned in the started operation and no piece runs yet.
+        unsafe { BulkState::start_with(self.state, value) }
+    }
+    fn set_error(self, error: E) {
+        // SAFETY: the state outlives this receiver; no piece ever runs.
+        unsafe { (*self.state).take_rcvr() }.set_error(error)
+    }
+    fn set_stopped(self) {
+        // SAFETY: as in `set_error`.
+        unsafe { (*self.state).take_rcvr() }.set_stopped()
+    }
+    fn set_panic(self, panic: Panic) {
+        // SAFETY: as in `set_error`.
+        unsafe { (*self.state).take_rcvr() }.set_panic(panic)
+    }
+}
+
+/// The operation state of a pool bulk.
+pub struct PoolBulkOp<S, K, R>
+where
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
+    K: Kernel<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    state: BulkState<S::Value, S::Error, K, R>,
+    sndr: Option<S>,
+    child: Option<S::Operation>,
+    _pin: PhantomPinned,
+}
+
+impl<S, K, R> SenderTo<R> for PoolBulk<S, K>
+where
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
+    K: Kernel<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = PoolBulkOp<S, K, R>;
+    fn connect(self, receiver: R) -> Self::Operation {
+        PoolBulkOp {
+            state: BulkState {
+                rcvr: UnsafeCell::new(Some(receiver)),
+                kernel: self.kernel,
+                value: UnsafeCell::new(None),
+                ready: UnsafeCell::new(None),
+                pending: AtomicUsize::new(1),
+                state: AtomicU8::new(RUNNING),
+                failure: UnsafeCell::new(None),
+            },
+            sndr: Some(self.sndr),
+            child: None,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+impl<S, K, R> OperationState for PoolBulkOp<S, K, R>
+where
+    S: Sender + SenderTo<PoolBulkReceiver<<S as Sender>::Value, <S as Sender>::Error, K, R>>,
+    K: Kernel<S::Value, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `state` and `child` are only addressed in place; `sndr` is not
+        // structurally pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        let Some(sndr) = this.sndr.take() else { return };
+        let child = this.child.insert(sndr.connect(PoolBulkReceiver { state: &this.state }));
+        // SAFETY: pinned in place, started once.
+        unsafe { Pin::new_unchecked(child).start() };
+    }
+}

@@ -1,0 +1,149 @@
+//! `when_all` over a run-time number of children (a `Vec`, or `when_all_iter`), and the
+//! tuple forms' edges (no child, twelve): values in the children's order, the first
+//! error or stop wins and stops the others, panics and parent stop requests, inline and
+//! on the pool (where the children are handed out by halves).
+
+mod common;
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{QUIET, panic_message, quiet_panics, stop_probe, thread_name, with_stop};
+use senders::*;
+
+fn named_pool(n: usize, prefix: &'static str) -> StaticThreadPool {
+    StaticThreadPool::builder().num_threads(n).thread_name(move |i| format!("{prefix}-{i}")).build().unwrap()
+}
+
+#[test]
+fn the_empty_tuple_completes_with_unit_at_once() {
+    assert_eq!(sync_wait(when_all(())), Ok(Some(())));
+    let pool = StaticThreadPool::new(2).unwrap();
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), when_all(()))), Ok(Some(())));
+    assert_eq!(sync_wait(when_all(()).then(|()| 5)), Ok(Some(5)));
+}
+
+#[test]
+fn a_tuple_of_twelve_collects_every_value_in_order() {
+    let twelve =
+        (just(0), just(1), just(2), just(3), just(4), just(5), just(6), just(7), just(8), just(9), just(10), just(11));
+    let r = sync_wait(when_all(twelve)).unwrap().unwrap();
+    assert_eq!(r, (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let s = |i: u32| schedule(&sch).then(move |()| i);
+    let r = sync_wait(when_all((s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(8), s(9), s(10), s(11))));
+    assert_eq!(r.unwrap().unwrap(), (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
+}
+
+#[test]
+fn an_empty_vec_completes_with_an_empty_vec_at_once() {
+    assert_eq!(sync_wait(when_all(Vec::<senders::factories::Just<u8>>::new())), Ok(Some(vec![])));
+    assert_eq!(sync_wait(when_all_iter(std::iter::empty::<AnySender<u8>>())), Ok(Some(vec![])));
+    let pool = StaticThreadPool::new(2).unwrap();
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), when_all(Vec::<AnySender<u8>>::new()))), Ok(Some(vec![])));
+}
+
+#[test]
+fn a_vec_collects_its_values_in_order_inline_and_on_the_pool() {
+    let r = sync_wait(when_all((0..100).map(just).collect::<Vec<_>>()));
+    assert_eq!(r.unwrap().unwrap(), (0..100).collect::<Vec<_>>());
+    let pool = named_pool(2, "vec");
+    let sch = pool.scheduler();
+    let names = Mutex::new(HashSet::new());
+    let names_ref = &names;
+    let children = (0..1000u64).map(|i| {
+        schedule(&sch).then(move |()| {
+            names_ref.lock().unwrap().insert(thread_name().unwrap_or_default());
+            i * 2
+        })
+    });
+    let r = sync_wait(when_all_iter(children)).unwrap().unwrap();
+    assert_eq!(r, (0..1000).map(|i| i * 2).collect::<Vec<_>>());
+    assert!(names.lock().unwrap().iter().all(|n| n.starts_with("vec-")), "the children ran on the pool");
+}
+
+/// A tree whose nodes have a run-time number of children, summed through `when_all` of
+/// `AnySender`s on the pool (the 8-ary tree of the bench, small).
+fn node(depth: u32, value: u64) -> AnySender<'static, u64> {
+    if depth == 0 {
+        return just(value).boxed();
+    }
+    when_all_iter((0..8).map(|i| node(depth - 1, value * 8 + i))).then(|v| v.iter().sum::<u64>()).boxed()
+}
+
+#[test]
+fn an_eight_ary_tree_sums_through_run_time_when_alls_on_the_pool() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    // Depth 4: 4096 leaves, valued 0..4096.
+    let sum = sync_wait(starts_on(pool.scheduler(), node(4, 0))).unwrap().unwrap();
+    assert_eq!(sum, (0..4096).sum::<u64>());
+    assert_eq!(sync_wait(node(3, 0)).unwrap().unwrap(), (0..512).sum::<u64>(), "and inline");
+}
+
+#[test]
+fn the_first_error_wins_and_the_others_see_a_stop_request() {
+    let children: Vec<AnySender<'_, bool, &str>> = vec![
+        stop_probe::<&str>().boxed(),
+        just_error::<bool, _>("first").boxed(),
+        just_error::<bool, _>("second").boxed(),
+        stop_probe::<&str>().boxed(),
+    ];
+    let seen = AtomicUsize::new(0);
+    let probed: Vec<_> = children
+        .into_iter()
+        .map(|c| {
+            let seen = &seen;
+            c.then(move |stopped| {
+                if stopped {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+                stopped
+            })
+            .boxed()
+        })
+        .collect();
+    assert_eq!(sync_wait(when_all(probed)), Err("first"));
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "the probe started after the failure saw the stop request");
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let failing = (0..64).map(|i| {
+        schedule(&sch).then(move |()| i).with_error::<u32>().let_value(move |i| {
+            if i == 40 { just_error::<u32, u32>(i).boxed() } else { just(i).with_error::<u32>().boxed() }
+        })
+    });
+    assert_eq!(sync_wait(when_all_iter(failing)), Err(40));
+}
+
+#[test]
+fn a_stopped_child_makes_it_stopped_and_stops_the_others() {
+    let children =
+        vec![just(false).boxed(), just_stopped::<bool, Infallible>().boxed(), stop_probe::<Infallible>().boxed()];
+    assert_eq!(sync_wait(when_all(children)), Ok(None));
+}
+
+#[test]
+fn a_panic_in_a_child_is_delivered() {
+    quiet_panics();
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let msg = panic_message(|| {
+        sync_wait(when_all_iter((0..20).map(|i| {
+            schedule(&sch).then(move |()| {
+                assert!(i != 13, "{QUIET}: child 13");
+                i
+            })
+        })))
+    });
+    assert_eq!(msg, format!("{QUIET}: child 13"));
+}
+
+#[test]
+fn a_parent_stop_request_reaches_every_child() {
+    let source = InplaceStopSource::new();
+    source.request_stop();
+    let probes: Vec<_> = (0..5).map(|_| stop_probe::<Infallible>()).collect();
+    assert_eq!(sync_wait(with_stop(&source, when_all(probes))), Ok(Some(vec![true; 5])));
+}
