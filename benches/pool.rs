@@ -9,6 +9,10 @@
 //! | `schedule/fanout` | [`SCHED_N`] independent `schedule()`s from a worker | `rayon::scope` with as many `spawn`s | |
 //! | `bulk_mem` | `bulk_each(x += 1)`, early and late customized | `par_iter_mut` | a sequential loop |
 //! | `bulk_compute` | `bulk_each(x = sin(√x) + 1)`, early and late | `par_iter_mut` | a sequential loop |
+//! | `bulk_expensive_8x2ms`, `bulk_expensive_2x20ms` | `bulk` and `bulk_unchunked` of 8 items of 2 ms, 2 of 20 ms | `par_iter().for_each` | the ideal time (items spread evenly) |
+//! | `bulk_cheap_16` | `bulk` of 16 items of ~50 ns | `par_iter().for_each` | a sequential loop |
+//! | `nbody` | one step of rayon-demo's n-body (2000 bodies) with `bulk_each` | `par_iter_mut` | |
+//! | `tree8`, `tree8_work_300ns` | an 8-ary tree of 2.4 M nodes, each summing its children through `when_all_iter` of `AnySender`s | `par_iter().map(..).sum()` over the children | |
 //! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain; the erased floor |
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
 //!
@@ -36,7 +40,8 @@
 //!
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
-//! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `floor_fib`,
+//! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and
+//! `rayon_tree8` (the 8-ary tree of depth `n`), `floor_fib`,
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
 //! `rayon_outside` (`n` round trips from outside), and `outside_cold` /
@@ -53,6 +58,9 @@ mod paired;
 
 #[path = "common/floor.rs"]
 mod floor;
+
+#[path = "common/work.rs"]
+mod work;
 
 use paired::{format_ns, median};
 
@@ -71,6 +79,7 @@ use rayon::prelude::*;
 use senders::{
     AnySender, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler, Sender, SenderExt, SenderTo,
     StaticThreadPool, domain::NoDomain, just, pool::PoolOp, schedulers::NoScheduler, starts_on, sync_wait, when_all,
+    when_all_iter,
 };
 
 /// Workers in both pools.
@@ -152,6 +161,12 @@ fn print_ratios() {
             format!("{:.2}× [{lo:.2}–{hi:.2}]", median(&r.paired))
         };
         println!("{key:<34} {:>11} {ratio:>9} {paired:>28}", format_ns(t));
+    }
+    let ideals = IDEALS.lock().unwrap();
+    for &(group, ideal) in ideals.iter() {
+        for &(key, t) in medians.iter().filter(|(k, _)| k.starts_with(group)) {
+            println!("{key:<34} {:>11} ÷ ideal ({}) = {:.2}×", format_ns(t), format_ns(ideal), t / ideal);
+        }
     }
 }
 
@@ -697,6 +712,194 @@ fn bulk_compute(c: &mut Criterion) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Small bulks: a few expensive items, a few cheap ones; and rayon-demo's n-body step.
+// ---------------------------------------------------------------------------------------
+
+/// Busy-waits `d`: an item whose cost is its time, whoever runs it.
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// About 50 ns of arithmetic that the optimizer cannot remove.
+#[inline]
+fn cheap_item(i: usize) -> u64 {
+    let mut x = black_box(i as u64) | 1;
+    for _ in 0..40 {
+        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(7);
+    }
+    x
+}
+
+/// The time each `bulk_expensive_*` group would take with its items spread perfectly
+/// over [`THREADS`] workers, by group name: printed beside the ratios.
+static IDEALS: Mutex<Vec<(&'static str, f64)>> = Mutex::new(Vec::new());
+
+/// `shape` items of `item` each, through our `bulk` and `bulk_unchunked` on the pool and
+/// through rayon's `par_iter().for_each`; the ideal is `shape × item ÷ workers`.
+fn bulk_expensive(c: &mut Criterion, name: &'static str, shape: usize, item: Duration) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let ideal = shape.div_ceil(THREADS) as f64 * item.as_nanos() as f64;
+    IDEALS.lock().unwrap().push((name, ideal));
+    let mut g = Group::new(c, name, 10);
+    g.bench("senders", || sync_wait(sch.schedule().bulk(shape, move |_, ()| spin_for(item))).unwrap());
+    g.bench("senders_unchunked", || {
+        sync_wait(sch.schedule().bulk_unchunked(shape, move |_, ()| spin_for(item))).unwrap()
+    });
+    g.bench("rayon", || rpool.install(|| (0..shape).into_par_iter().for_each(|_| spin_for(item))));
+    g.finish();
+}
+
+fn bulk_small(c: &mut Criterion) {
+    bulk_expensive(c, "bulk_expensive_8x2ms", 8, Duration::from_millis(2));
+    bulk_expensive(c, "bulk_expensive_2x20ms", 2, Duration::from_millis(20));
+
+    // 16 items of about 50 ns: the overhead of splitting and waking dominates.
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let mut g = Group::new(c, "bulk_cheap_16", 50);
+    g.bench("senders", || {
+        let sums: Vec<AtomicUsize> = (0..16).map(|_| AtomicUsize::new(0)).collect();
+        sync_wait(sch.schedule().then(move |()| sums).bulk(16, |i, s: &Vec<AtomicUsize>| {
+            s[i].store(cheap_item(i) as usize, Ordering::Relaxed);
+        }))
+        .unwrap()
+    });
+    g.bench("rayon", || {
+        let sums: Vec<AtomicUsize> = (0..16).map(|_| AtomicUsize::new(0)).collect();
+        rpool
+            .install(|| (0..16).into_par_iter().for_each(|i| sums[i].store(cheap_item(i) as usize, Ordering::Relaxed)));
+        sums
+    });
+    g.bench("sequential", || (0..16).map(cheap_item).fold(0, u64::wrapping_add));
+    g.finish();
+}
+
+/// A body of the n-body simulation.
+#[derive(Clone, Copy)]
+struct Body {
+    pos: [f64; 3],
+    vel: [f64; 3],
+    mass: f64,
+}
+
+/// Bodies of the n-body group (rayon-demo's size).
+const NBODY: usize = 2000;
+
+fn bodies() -> Vec<Body> {
+    (0..NBODY)
+        .map(|i| {
+            let t = i as f64 * 0.618_034;
+            Body { pos: [t.sin() * 10.0, t.cos() * 10.0, (t * 0.5).sin()], vel: [0.0; 3], mass: 1.0 + (i % 7) as f64 }
+        })
+        .collect()
+}
+
+/// One step of body `b` against the positions of all of `old` (softened gravity).
+#[inline]
+fn advance(b: &mut Body, old: &[Body]) {
+    const DT: f64 = 1e-3;
+    let mut acc = [0.0; 3];
+    for o in old {
+        let d = [o.pos[0] - b.pos[0], o.pos[1] - b.pos[1], o.pos[2] - b.pos[2]];
+        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + 1e-3;
+        let inv = o.mass / (r2 * r2.sqrt());
+        for k in 0..3 {
+            acc[k] += d[k] * inv;
+        }
+    }
+    for ((v, p), a) in b.vel.iter_mut().zip(&mut b.pos).zip(acc) {
+        *v += a * DT;
+        *p += *v * DT;
+    }
+}
+
+/// One step of rayon-demo's n-body simulation (2000 bodies, every body against every
+/// other): ours with `bulk_each`, rayon's with `par_iter_mut`, against a snapshot of the
+/// previous positions.
+fn nbody(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let slot: RefCell<Option<Vec<Body>>> = RefCell::new(Some(bodies()));
+    let mut g = Group::new(c, "nbody", 10);
+    g.bench("senders", || {
+        let v = slot.borrow_mut().take().expect("bodies");
+        let old = v.clone();
+        let old = &old;
+        let sndr = sch.schedule().then(move |()| v).bulk_each(move |_, b: &mut Body| advance(b, old));
+        *slot.borrow_mut() = sync_wait(sndr).unwrap();
+    });
+    g.bench("rayon", || {
+        let mut v = slot.borrow_mut().take().expect("bodies");
+        let old = v.clone();
+        rpool.install(|| v.par_iter_mut().for_each(|b| advance(b, &old)));
+        *slot.borrow_mut() = Some(v);
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// `tree8`: a run-time number of children per node, through `when_all_iter`.
+// ---------------------------------------------------------------------------------------
+
+/// Depth of the `tree8` groups: `8^TREE8_DEPTH` leaves, about 2.4 M nodes.
+const TREE8_DEPTH: u32 = 7;
+
+/// A node's own value, one, after `work` spin iterations.
+fn node_value(work: u64) -> u64 {
+    black_box(work::spin(work));
+    1
+}
+
+/// A node of the 8-ary tree: the sum of its children's values plus one (so the root's
+/// value is the node count), with `work` spin iterations at every node.
+fn tree8_node(d: u32, work: u64) -> AnySender<'static, u64> {
+    if d == 0 {
+        return just(()).then(move |()| node_value(work)).boxed();
+    }
+    just(())
+        .let_value(move |()| {
+            when_all_iter((0..8).map(|_| tree8_node(d - 1, work)))
+                .then(move |children| children.iter().sum::<u64>() + node_value(work))
+        })
+        .boxed()
+}
+
+fn rayon_tree8(d: u32, work: u64) -> u64 {
+    let own = node_value(work);
+    if d == 0 {
+        return own;
+    }
+    (0..8).into_par_iter().map(|_| rayon_tree8(d - 1, work)).sum::<u64>() + own
+}
+
+fn tree8_nodes(d: u32) -> u64 {
+    (0..=d).map(|k| 8u64.pow(k)).sum()
+}
+
+/// The 8-ary tree through our run-time `when_all` of `AnySender`s against rayon's
+/// `par_iter().map(..).sum()` over the children, without work and with about 300 ns of
+/// work at every node.
+fn tree8(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let nodes = tree8_nodes(TREE8_DEPTH);
+    for (name, work) in [("tree8", 0), ("tree8_work_300ns", work::calibrate(300.0))] {
+        let mut g = Group::new(c, name, 10);
+        g.group.throughput(Throughput::Elements(nodes));
+        g.bench("senders", || {
+            let v = sync_wait(starts_on(sch.clone(), tree8_node(TREE8_DEPTH, work))).unwrap();
+            assert_eq!(v, Some(nodes));
+        });
+        g.bench("rayon", || assert_eq!(rpool.install(|| rayon_tree8(TREE8_DEPTH, work)), nodes));
+        g.finish();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // `tree` and `fib`: fork-join recursion through `when_all`, against `rayon::join`.
 // ---------------------------------------------------------------------------------------
 
@@ -1009,6 +1212,8 @@ fn profile(spec: &str) {
             "fib" => sync_wait(starts_on(sch.clone(), fib_node(n))).unwrap().unwrap(),
             "tree" => sync_wait(starts_on(sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
+            "tree8" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 0))).unwrap().unwrap(),
+            "rayon_tree8" => rpool.install(|| rayon_tree8(n as u32, 0)),
             "rayon_fib" => rpool.install(|| rayon_fib(n)),
             "rayon_tree" => rpool.install(|| rayon_tree(n as u32)),
             "floor_fib" => rpool.install(|| floor_fib(n)),
@@ -1039,7 +1244,7 @@ fn profile(spec: &str) {
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, tree, fib
+    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, bulk_small, nbody, tree8, tree, fib
 }
 
 fn main() {

@@ -30,6 +30,8 @@
 //! |---|---|---|---|
 //! | fib via `when_all` | `AnySender` recursion, `when_all` of both calls per node | `rayon::join` | — |
 //! | tree via `when_all` | the same for a full binary tree | `rayon::join` | — |
+//! | 8-ary tree via `when_all_iter` | `AnySender` recursion, a run-time `when_all` of the eight children per node | `par_iter().map(..).sum()` | — |
+//! | `bulk` of 8 items of 2 ms | a small, expensive bulk on the pool | `par_iter().for_each` | — |
 //! | `Task` fib | one `Task` per node, children awaited with `when_all` | `rayon::join` | `tokio::spawn` per child |
 //! | tree, `spawn` per node | `CountingScope`, one `spawn` per node from the workers | `rayon::scope` + `s.spawn` | — |
 //! | tree, `let_async_scope` | the same in a `let_async_scope` | `rayon::join` | — |
@@ -60,7 +62,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use rayon::prelude::*;
 use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, just, schedule, spawn, starts_on, sync_wait, when_all,
+    Task, just, schedule, spawn, starts_on, sync_wait, when_all, when_all_iter,
 };
 use work::{calibrate, spin};
 
@@ -161,6 +163,30 @@ fn tree_when_all(d: u32) -> AnySender<'static, u64> {
     just(())
         .let_value(move |()| when_all((tree_when_all(d - 1), tree_when_all(d - 1))).then(|(a, b)| a + b + 1))
         .boxed()
+}
+
+/// An 8-ary tree of depth `d`: each node sums its children's values through `when_all`
+/// of a run-time number of children; its value is its node count.
+fn tree8_when_all(d: u32) -> AnySender<'static, u64> {
+    if d == 0 {
+        return just(1).boxed();
+    }
+    just(())
+        .let_value(move |()| when_all_iter((0..8).map(|_| tree8_when_all(d - 1))).then(|v| v.iter().sum::<u64>() + 1))
+        .boxed()
+}
+
+/// The same with rayon: `par_iter().map(..).sum()` over the children.
+fn tree8_rayon(d: u32) -> u64 {
+    if d == 0 { 1 } else { (0..8).into_par_iter().map(|_| tree8_rayon(d - 1)).sum::<u64>() + 1 }
+}
+
+/// Busy-waits `ms` milliseconds: an item whose cost is its time.
+fn spin_ms(ms: u64) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_millis(ms) {
+        std::hint::spin_loop();
+    }
 }
 
 /// `fib(n)` with one `Task` per node.
@@ -391,6 +417,7 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let fib_n = mode.pick(25, 30);
     let task_fib_n = mode.pick(20, 25);
     let depth = mode.pick(18, 20);
+    let tree8_depth = mode.pick(6, 7);
     let work_depth = mode.pick(16, 20);
     let flat_n: usize = mode.pick(1 << 18, 1 << 20);
     let bulk_len: usize = mode.pick(1 << 22, 1 << 24);
@@ -408,6 +435,18 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
             sync_wait(starts_on(sch.clone(), tree_when_all(black_box(depth)))).unwrap().unwrap()
         })
         .rayon(move || p.rayon.install(|| tree_join(black_box(depth), 0))),
+        Workload::new(format!("8-ary tree of depth {tree8_depth} via `when_all_iter`"), move || {
+            sync_wait(starts_on(sch.clone(), tree8_when_all(black_box(tree8_depth)))).unwrap().unwrap()
+        })
+        .rayon(move || p.rayon.install(|| tree8_rayon(black_box(tree8_depth)))),
+        Workload::new("`bulk` of 8 items of 2 ms", move || {
+            sync_wait(schedule(sch).bulk(8, |_, ()| spin_ms(2))).unwrap().unwrap();
+            8
+        })
+        .rayon(move || {
+            p.rayon.install(|| (0..8).into_par_iter().for_each(|_| spin_ms(2)));
+            8
+        }),
         Workload::new(format!("`Task` fib({task_fib_n})"), move || {
             sync_wait(starts_on(sch.clone(), fib_task(black_box(task_fib_n)))).unwrap().unwrap()
         })
