@@ -746,3 +746,43 @@ fn bulk_drops_a_value_it_does_not_deliver_before_completing_on_and_off_the_pool(
         assert_eq!(msg, "value dropped", "on the pool: {on_pool}");
     }
 }
+
+/// A query that tells whether the receiver's stop token is the expected one.
+struct TokenIs<'a>(StopToken<'a>);
+
+impl<E: Env + ?Sized> senders::env::EnvQuery<E> for TokenIs<'_> {
+    type Output = bool;
+    fn ask(&self, env: &E) -> bool {
+        env.stop_token() == self.0
+    }
+}
+
+#[test]
+fn stop_when_with_a_token_that_cannot_stop_is_the_identity() {
+    let parent = InplaceStopSource::new();
+    let given = InplaceStopSource::new();
+    // The given token can never stop: the child sees its receiver's token itself.
+    let sees_parent = stop_when(read_env(TokenIs(parent.token())), StopToken::never());
+    assert_eq!(sync_wait(with_stop(&parent, sees_parent)), Ok(Some(true)));
+    // The receiver's token can never stop (`sync_wait`'s): the child sees the given one.
+    assert_eq!(sync_wait(stop_when(read_env(TokenIs(given.token())), given.token())), Ok(Some(true)));
+    // Both can stop: the child sees a merged token, neither of the two.
+    let merged = stop_when(read_env(TokenIs(given.token())), given.token());
+    assert_eq!(sync_wait(with_stop(&parent, merged)), Ok(Some(false)));
+    let merged = stop_when(read_env(TokenIs(parent.token())), given.token());
+    assert_eq!(sync_wait(with_stop(&parent, merged)), Ok(Some(false)));
+    // Passed through, the token still carries its request.
+    given.request_stop();
+    assert_eq!(sync_wait(stop_when(read_env(StopRequested), given.token())), Ok(Some(true)));
+    assert_eq!(sync_wait(with_stop(&given, stop_when(read_env(StopRequested), StopToken::never()))), Ok(Some(true)));
+}
+
+/// A query that tells whether the receiver's stop token has been asked to stop.
+struct StopRequested;
+
+impl<E: Env + ?Sized> senders::env::EnvQuery<E> for StopRequested {
+    type Output = bool;
+    fn ask(&self, env: &E) -> bool {
+        env.stop_token().stop_requested()
+    }
+}

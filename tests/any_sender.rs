@@ -240,3 +240,64 @@ fn an_erased_sender_before_continues_on_and_pool_bulk() {
     let each = just(vec![1, 2, 3]).boxed().bulk_each(|_, x: &mut i32| *x *= 10).boxed();
     assert_eq!(sync_wait(starts_on(sch, each)).unwrap(), Some(vec![10, 20, 30]));
 }
+
+/// `Send` but not `Sync`, as rayon-demo's mergesort allows its items to be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Item(u32, std::marker::PhantomData<std::cell::Cell<()>>);
+
+/// Adds one to every item: the left half by recursion, the right half in a `then`
+/// (on the pool, run at the same time as the left) whose closure holds `&mut [Item]`.
+fn bump_all<'a>(sch: &'a PoolScheduler, items: &'a mut [Item]) -> AnySender<'a, usize> {
+    if items.len() <= 2 {
+        return schedule(sch)
+            .then(move |()| {
+                items.iter_mut().for_each(|i| i.0 += 1);
+                items.len()
+            })
+            .boxed();
+    }
+    let (left, right) = items.split_at_mut(items.len() / 2);
+    let right = schedule(sch).then(move |()| {
+        right.iter_mut().for_each(|i| i.0 += 1);
+        right
+    });
+    // The continuation holds the right half while the boxed left half runs under it.
+    when_all((bump_all(sch, left), right)).then(move |(n, right)| n + right.len()).boxed()
+}
+
+#[test]
+fn closures_over_a_mutable_slice_of_send_but_not_sync_items_box() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let mut items: Vec<Item> = (0..1000).map(|i| Item(i, std::marker::PhantomData)).collect();
+    assert_eq!(sync_wait(bump_all(&sch, &mut items)), Ok(Some(1000)));
+    assert!(items.iter().enumerate().all(|(i, item)| item.0 == i as u32 + 1));
+
+    // Every completion's closure may hold one: `then` after a boxed sender, `upon_error`,
+    // `upon_stopped`, and `bulk` in order (off the pool and outside a box: inside one,
+    // `bulk` may split over the pool's workers, so its function is shared and `Sync`).
+    let (head, tail) = items.split_at_mut(500);
+    let sndr = just(1u32).boxed().then(move |x| {
+        head[0].0 += x;
+        head.len()
+    });
+    assert_eq!(sync_wait(sndr.boxed()), Ok(Some(500)));
+    let error = just_error::<usize, u32>(7).boxed().upon_error(|e| {
+        tail[0].0 += e;
+        tail.len()
+    });
+    assert_eq!(sync_wait(error.boxed()), Ok(Some(500)));
+    let (a, b) = items.split_at_mut(2);
+    let stopped = just_stopped::<usize, Infallible>().boxed().upon_stopped(move || a.len());
+    assert_eq!(sync_wait(stopped.boxed()), Ok(Some(2)));
+    let seen = AtomicUsize::new(0);
+    let bulk = just(()).bulk(3, |i, ()| {
+        if b[i].0 > 0 {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    assert_eq!(sync_wait(bulk), Ok(Some(())));
+    assert_eq!(seen.load(Ordering::Relaxed), 3);
+    assert_eq!(items[0].0, 1 + 1);
+    assert_eq!(items[500].0, 501 + 7);
+}

@@ -345,7 +345,12 @@ fn every_bulk_form_with_a_huge_shape_fails_fast_with_an_early_error() {
     let start = Instant::now();
     for on in [None, Some(&pool)] {
         let r = each_bulk_form(on, usize::MAX, |i, _| if i >= 3 { Err(i) } else { Ok(()) });
-        assert_eq!(r, [Err(3), Err(3), Err(3)], "pool: {}", on.is_some());
+        for r in r {
+            // The first error recorded wins: on the pool a piece stolen from far up the
+            // range may fail first, in order only index 3 can.
+            let e = r.expect_err("every index from 3 on fails");
+            assert!(if on.is_some() { e >= 3 } else { e == 3 }, "pool: {}: {e}", on.is_some());
+        }
     }
     assert!(start.elapsed() < SAFETY_TIMEOUT, "a huge bulk did not end promptly");
 }
@@ -360,8 +365,9 @@ fn every_bulk_form_with_a_huge_shape_stops_under_a_stop_request() {
             if i == 10 {
                 source.request_stop();
             }
-            // A bound for the one form that cannot see the request (below).
-            if i >= FAR { Err(i) } else { Ok(()) }
+            // A bound for the one form that cannot see the request (below), which runs
+            // the indices from 0 up. (The pool's pieces start far above it.)
+            if i == FAR { Err(i) } else { Ok(()) }
         });
         // The default `bulk_chunked` makes one call for the whole shape, which cannot
         // see the request: stopping inside it is the function's business.

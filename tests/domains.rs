@@ -146,3 +146,16 @@ fn sync_wait_goes_through_the_senders_domain() {
     assert_eq!(sync_wait(just(5)), Ok(Some(5)));
     assert_eq!(WaitDomain::waits().load(Ordering::SeqCst), 1, "a sender without the domain does not use it");
 }
+
+/// `starts_on(sch, sndr)` has `sch`'s domain (the reference's rule): a domain that
+/// customizes `sync_wait` sees `sync_wait(starts_on(sch, just(..)))`, whose child has no
+/// domain of its own.
+#[test]
+fn sync_wait_of_starts_on_goes_through_the_schedulers_domain() {
+    counting_domain!(StartsOnDomain);
+    let ctx = SingleThreadContext::<StartsOnDomain>::with_domain("starts-on");
+    assert_eq!(sync_wait(starts_on(ctx.scheduler(), just(5))), Ok(Some(5)));
+    assert_eq!(StartsOnDomain::waits().load(Ordering::SeqCst), 1);
+    let r: Result<Option<StartsOnDomain>, _> = sync_wait(starts_on(ctx.scheduler(), read_env(GetDomain)));
+    assert_eq!(r, Ok(Some(StartsOnDomain)));
+}

@@ -10,6 +10,8 @@
 
 use std::marker::PhantomData;
 
+use sync_wrapper::SyncWrapper;
+
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::env::Env;
 use crate::panic::{Panic, catch, discard};
@@ -113,14 +115,14 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(BulkReceiver { shape: self.shape, f: self.f, rcvr: receiver })
+        self.sndr.connect(BulkReceiver { shape: self.shape, f: SyncWrapper::new(self.f), rcvr: receiver })
     }
 }
 
 /// The receiver the default `bulk` connects its predecessor to.
 pub struct BulkReceiver<F, R> {
     shape: usize,
-    f: F,
+    f: SyncWrapper<F>,
     rcvr: R,
 }
 
@@ -178,17 +180,18 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F
     }
     fn set_value(self, value: V) {
         let BulkReceiver { shape, f, rcvr } = self;
+        let f = f.into_inner();
         let run = run_in_order(&rcvr, shape, |i| f.call(i, &value));
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        forward_error(self.f, self.rcvr, error)
+        forward_error(self.f.into_inner(), self.rcvr, error)
     }
     fn set_stopped(self) {
-        forward_stopped(self.f, self.rcvr)
+        forward_stopped(self.f.into_inner(), self.rcvr)
     }
     fn set_panic(self, panic: Panic) {
-        forward_panic(self.f, self.rcvr, panic)
+        forward_panic(self.f.into_inner(), self.rcvr, panic)
     }
 }
 
@@ -279,14 +282,14 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(BulkChunkedReceiver { shape: self.shape, f: self.f, rcvr: receiver })
+        self.sndr.connect(BulkChunkedReceiver { shape: self.shape, f: SyncWrapper::new(self.f), rcvr: receiver })
     }
 }
 
 /// The receiver the default `bulk_chunked` connects its predecessor to.
 pub struct BulkChunkedReceiver<F, R> {
     shape: usize,
-    f: F,
+    f: SyncWrapper<F>,
     rcvr: R,
 }
 
@@ -297,18 +300,19 @@ impl<V, E, F: BulkChunkedFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkChu
     }
     fn set_value(self, value: V) {
         let BulkChunkedReceiver { shape, f, rcvr } = self;
+        let f = f.into_inner();
         // One chunk: the whole shape, as one "iteration" of the in-order loop.
         let run = run_in_order(&rcvr, usize::from(shape > 0), |_| f.call(0, shape, &value));
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        forward_error(self.f, self.rcvr, error)
+        forward_error(self.f.into_inner(), self.rcvr, error)
     }
     fn set_stopped(self) {
-        forward_stopped(self.f, self.rcvr)
+        forward_stopped(self.f.into_inner(), self.rcvr)
     }
     fn set_panic(self, panic: Panic) {
-        forward_panic(self.f, self.rcvr, panic)
+        forward_panic(self.f.into_inner(), self.rcvr, panic)
     }
 }
 
@@ -477,13 +481,13 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(BulkEachReceiver { f: self.f, rcvr: receiver, _t: PhantomData })
+        self.sndr.connect(BulkEachReceiver { f: SyncWrapper::new(self.f), rcvr: receiver, _t: PhantomData })
     }
 }
 
 /// The receiver the default `bulk_each` connects its predecessor to.
 pub struct BulkEachReceiver<T, F, R> {
-    f: F,
+    f: SyncWrapper<F>,
     rcvr: R,
     _t: PhantomData<fn(&mut T)>,
 }
@@ -495,6 +499,7 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
     }
     fn set_value(self, mut value: V) {
         let BulkEachReceiver { f, rcvr, .. } = self;
+        let f = f.into_inner();
         // `AsMut` is user code too: a panic in it is the completion.
         let run = match catch(|| value.as_mut()) {
             Ok(items) => run_in_order(&rcvr, items.len(), |i| f.call(i, &mut items[i])),
@@ -503,13 +508,13 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {
-        forward_error(self.f, self.rcvr, error)
+        forward_error(self.f.into_inner(), self.rcvr, error)
     }
     fn set_stopped(self) {
-        forward_stopped(self.f, self.rcvr)
+        forward_stopped(self.f.into_inner(), self.rcvr)
     }
     fn set_panic(self, panic: Panic) {
-        forward_panic(self.f, self.rcvr, panic)
+        forward_panic(self.f.into_inner(), self.rcvr, panic)
     }
 }
 

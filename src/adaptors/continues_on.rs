@@ -17,7 +17,7 @@ use crate::outcome::{Outcome, outcome_completions};
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
-use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender, sender};
+use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::StopToken;
 
 /// The final receiver and, once the predecessor is done, its outcome.
@@ -270,7 +270,9 @@ pub struct StartsOn<Sch, S> {
 }
 
 /// `starts_on(sch, sndr)`: starts `sndr` on `sch`'s execution resource; `sndr` sees
-/// `sch` as its current scheduler, so late customization uses `sch`'s domain.
+/// `sch` as its current scheduler, so late customization uses `sch`'s domain. The
+/// sender's own domain is `sch`'s too, so that `apply_sender` (`sync_wait`) and early
+/// customization of what follows it see it.
 ///
 /// ```
 /// use senders::{just, starts_on, sync_wait, SingleThreadContext, SenderExt};
@@ -284,8 +286,18 @@ pub fn starts_on<Sch: Scheduler, S: Sender>(sch: Sch, sndr: S) -> StartsOn<Sch, 
     StartsOn { sch, sndr }
 }
 
-adaptor_sender!([Sch: Scheduler, S: Sender] StartsOn<Sch, S> where [] {
-    value = S::Value, error = S::Error, stopped = true
+// Its domain is `sch`'s, as the reference's is (the child starts, and if it does not hop,
+// completes, where `sch` runs it): a domain that customizes `sync_wait` sees
+// `sync_wait(starts_on(sch, ..))`. Its completion scheduler is the child's.
+sender!(impl [Sch: Scheduler, S: Sender] StartsOn<Sch, S> {
+    type Value = S::Value;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = true;
+    type Domain = Sch::Domain;
+    type CompletionScheduler = S::CompletionScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        self.sndr.completion_scheduler()
+    }
 });
 
 /// What the child's receiver needs: the final receiver and the scheduler.

@@ -22,6 +22,10 @@ pub struct StopWhen<'a, S> {
 /// Runs `sndr` with a stop token that fires when the receiver's token does, or when
 /// `token` does. The token is borrowed, so its source outlives the operation.
 ///
+/// When one of the two tokens can never stop (`StopToken::never()`, or a receiver
+/// without stop), `sndr` sees the other one itself: no merged source, no forwarding
+/// callback, as if `stop_when` were not there.
+///
 /// ```
 /// use senders::{InplaceStopSource, just, stop_when, sync_wait, SenderExt};
 /// let source = InplaceStopSource::new();
@@ -126,6 +130,9 @@ struct Links<'a> {
 pub(crate) struct StopWhenState<'a, V, E, R> {
     /// Must stay the first field (see [`Forwarding`]).
     fwd: Forwarding,
+    /// The token the child sees; set by `start` before the child is connected, then
+    /// only read.
+    seen: Seen<'a>,
     links: UnsafeCell<Option<Links<'a>>>,
     rcvr: UnsafeCell<Option<R>>,
     outcome: UnsafeCell<Option<Outcome<V, E>>>,
@@ -177,6 +184,17 @@ impl<'a, V, E, R: Receiver<V, E>> StopWhenState<'a, V, E, R> {
     }
 }
 
+/// Which stop token the child sees.
+#[derive(Clone, Copy)]
+enum Seen<'a> {
+    /// The merged source's: both tokens can stop.
+    Merged,
+    /// The receiver's own: the given token can never stop.
+    Parent,
+    /// The given token itself: the receiver's can never stop.
+    Given(StopToken<'a>),
+}
+
 /// The child's receiver, and its environment: the parent's with the merged token.
 pub struct StopWhenReceiver<'a, V, E, R> {
     state: *const StopWhenState<'a, V, E, R>,
@@ -202,7 +220,12 @@ impl<V, E, R: Receiver<V, E>> Env for StopWhenReceiver<'_, V, E, R> {
         self.state().rcvr().env().scheduler()
     }
     fn stop_token(&self) -> StopToken<'_> {
-        self.state().fwd.source.token()
+        let state = self.state();
+        match state.seen {
+            Seen::Merged => state.fwd.source.token(),
+            Seen::Parent => state.rcvr().env().stop_token(),
+            Seen::Given(token) => token,
+        }
     }
     fn prop(&self, key: std::any::TypeId) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.state().rcvr().env().prop(key)
@@ -259,6 +282,7 @@ where
                     flight: AtomicUsize::new(0),
                     complete: StopWhenState::<'a, S::Value, S::Error, R>::complete_deferred,
                 },
+                seen: Seen::Merged,
                 links: UnsafeCell::new(None),
                 rcvr: UnsafeCell::new(Some(receiver)),
                 outcome: UnsafeCell::new(None),
@@ -284,18 +308,25 @@ where
         // SAFETY: the parent env outlives this operation's completion, and `finish` drops
         // the forwarding callbacks (deregistering from this token) before completing.
         let parent = unsafe { this.state.rcvr().env().stop_token().detach() };
-        let fwd: *const Forwarding = &this.state.fwd;
-        // SAFETY: the slot is ours until the child starts; the callbacks are pinned in
-        // place inside the pinned operation and registered once. `Forward` borrows
-        // nothing: it points into this pinned state, which outlives the callbacks (they
-        // are dropped by `finish`, or with the operation, before the source).
-        unsafe {
-            let links = (*this.state.links.get()).insert(Links {
-                from_parent: RawStopCallback::new(parent, Forward(fwd)),
-                from_token: RawStopCallback::new(this.token, Forward(fwd)),
-            });
-            Pin::new_unchecked(&mut links.from_parent).register();
-            Pin::new_unchecked(&mut links.from_token).register();
+        this.state.seen = match (parent.stop_possible(), this.token.stop_possible()) {
+            (_, false) => Seen::Parent,
+            (false, true) => Seen::Given(this.token),
+            (true, true) => Seen::Merged,
+        };
+        if let Seen::Merged = this.state.seen {
+            let fwd: *const Forwarding = &this.state.fwd;
+            // SAFETY: the slot is ours until the child starts; the callbacks are pinned in
+            // place inside the pinned operation and registered once. `Forward` borrows
+            // nothing: it points into this pinned state, which outlives the callbacks
+            // (they are dropped by `finish`, or with the operation, before the source).
+            unsafe {
+                let links = (*this.state.links.get()).insert(Links {
+                    from_parent: RawStopCallback::new(parent, Forward(fwd)),
+                    from_token: RawStopCallback::new(this.token, Forward(fwd)),
+                });
+                Pin::new_unchecked(&mut links.from_parent).register();
+                Pin::new_unchecked(&mut links.from_token).register();
+            }
         }
         let rcvr = StopWhenReceiver { state: &this.state };
         match catch(move || sndr.connect(rcvr)) {

@@ -2,6 +2,8 @@
 
 use std::convert::Infallible;
 
+use sync_wrapper::SyncWrapper;
+
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
@@ -90,13 +92,13 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(ThenReceiver { f: self.f, rcvr: receiver })
+        self.sndr.connect(ThenReceiver { f: SyncWrapper::new(self.f), rcvr: receiver })
     }
 }
 
 /// The receiver `then` connects its predecessor to.
 pub struct ThenReceiver<F, R> {
-    f: F,
+    f: SyncWrapper<F>,
     rcvr: R,
 }
 
@@ -107,7 +109,7 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
     #[inline]
     fn set_value(self, value: V) {
-        let f = self.f;
+        let f = self.f.into_inner();
         match catch(move || f.call(value)) {
             Ok(u) => self.rcvr.set_value(u),
             Err(p) => self.rcvr.set_panic(p),
@@ -115,6 +117,7 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
     fn set_error(self, error: E) {
         let ThenReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_error(error),
             Err(p) => rcvr.set_panic(p),
@@ -122,6 +125,7 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
     fn set_stopped(self) {
         let ThenReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_stopped(),
             Err(p) => rcvr.set_panic(p),
@@ -129,6 +133,7 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
     fn set_panic(self, panic: Panic) {
         let ThenReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         let _ = discard(f);
         rcvr.set_panic(panic)
     }
@@ -159,13 +164,13 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(UponErrorReceiver { f: self.f, rcvr: receiver })
+        self.sndr.connect(UponErrorReceiver { f: SyncWrapper::new(self.f), rcvr: receiver })
     }
 }
 
 /// The receiver `upon_error` connects its predecessor to.
 pub struct UponErrorReceiver<F, R> {
-    f: F,
+    f: SyncWrapper<F>,
     rcvr: R,
 }
 
@@ -176,13 +181,14 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
     }
     fn set_value(self, value: V) {
         let UponErrorReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_value(value),
             Err(p) => rcvr.set_panic(p),
         }
     }
     fn set_error(self, error: E) {
-        let f = self.f;
+        let f = self.f.into_inner();
         match catch(move || f(error)) {
             Ok(v) => self.rcvr.set_value(v),
             Err(p) => self.rcvr.set_panic(p),
@@ -190,6 +196,7 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
     }
     fn set_stopped(self) {
         let UponErrorReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_stopped(),
             Err(p) => rcvr.set_panic(p),
@@ -197,6 +204,7 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
     }
     fn set_panic(self, panic: Panic) {
         let UponErrorReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         let _ = discard(f);
         rcvr.set_panic(panic)
     }
@@ -227,13 +235,13 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(UponStoppedReceiver { f: self.f, rcvr: receiver })
+        self.sndr.connect(UponStoppedReceiver { f: SyncWrapper::new(self.f), rcvr: receiver })
     }
 }
 
 /// The receiver `upon_stopped` connects its predecessor to.
 pub struct UponStoppedReceiver<F, R> {
-    f: F,
+    f: SyncWrapper<F>,
     rcvr: R,
 }
 
@@ -244,6 +252,7 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
     }
     fn set_value(self, value: V) {
         let UponStoppedReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_value(value),
             Err(p) => rcvr.set_panic(p),
@@ -251,19 +260,21 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
     }
     fn set_error(self, error: E) {
         let UponStoppedReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_error(error),
             Err(p) => rcvr.set_panic(p),
         }
     }
     fn set_stopped(self) {
-        match catch(self.f) {
+        match catch(self.f.into_inner()) {
             Ok(v) => self.rcvr.set_value(v),
             Err(p) => self.rcvr.set_panic(p),
         }
     }
     fn set_panic(self, panic: Panic) {
         let UponStoppedReceiver { f, rcvr } = self;
+        let f = f.into_inner();
         let _ = discard(f);
         rcvr.set_panic(panic)
     }
