@@ -1106,13 +1106,21 @@ impl<'a, R: Receiver<(), Infallible> + Send + 'a> OperationState for StopsInCall
 /// the stop callback that completed it had returned: before the fix, `stop_when` (and
 /// `nest`, built on it) handed the completion on at once, and the stop request, still
 /// running on the requesting thread, then touched the freed operation.
-fn completes_after_the_stop_request<'a, S>(work: impl FnOnce(&'a AtomicBool, &'a AtomicBool) -> S, stop: impl FnOnce())
-where
+///
+/// `work` wraps its sender in an outer `stop_when` with the token it is given, whose
+/// source never fires: the sender then runs under a receiver whose token can stop, so that `stop_when` merges two tokens and forwards: under
+/// `sync_wait` alone it would hand the child the one token that can stop, and the child
+/// would complete from inside that token's own stop request, as it may.
+fn completes_after_the_stop_request<'a, S>(
+    work: impl FnOnce(&'a AtomicBool, &'a AtomicBool, StopToken<'a>) -> S,
+    stop: impl FnOnce(),
+) where
     S: Sender<Value = (), Error = Infallible> + SenderTo<SyncWaitReceiver<(), Infallible>> + Send + 'a,
 {
     let started = leak(AtomicBool::new(false));
     let lingered = leak(AtomicBool::new(false));
-    let sndr = work(started, lingered);
+    let outer = leak(InplaceStopSource::new());
+    let sndr = work(started, lingered, outer.token());
     std::thread::scope(|s| {
         let waiter = s.spawn(move || {
             let r = sync_wait(sndr);
@@ -1131,7 +1139,9 @@ fn stop_when_completes_only_after_a_forwarded_stop_request_returns() {
     for _ in 0..5 {
         let source = leak(InplaceStopSource::new());
         completes_after_the_stop_request(
-            |started, lingered| stop_when(StopsInCallback { started, lingered }, source.token()),
+            |started, lingered, outer| {
+                stop_when(stop_when(StopsInCallback { started, lingered }, source.token()), outer)
+            },
             || _ = source.request_stop(),
         );
     }
@@ -1142,7 +1152,7 @@ fn nest_completes_only_after_the_scopes_stop_request_returns() {
     for _ in 0..5 {
         let scope = leak(CountingScope::new());
         completes_after_the_stop_request(
-            |started, lingered| nest(StopsInCallback { started, lingered }, scope.token()),
+            |started, lingered, outer| stop_when(nest(StopsInCallback { started, lingered }, scope.token()), outer),
             || scope.request_stop(),
         );
         sync_wait(scope.join()).unwrap();
