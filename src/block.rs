@@ -4,7 +4,8 @@
 //! Its users: the block of every spawned operation (`spawn`, `spawn_future` and
 //! `into_awaitable`, `scope/spawn.rs`), a [`Task`](crate::Task)'s frame and the large
 //! operations it awaits (`task/mod.rs`), an [`AnySender`](crate::AnySender)'s erased
-//! operation (`any.rs`), and the block of an erased `schedule()` (`task/scheduler.rs`).
+//! operation (`any.rs`), the block of an erased `schedule()` (`task/scheduler.rs`), and
+//! the [`BlockSlice`] of a run-time number of children (`when_all`'s and `when_any`'s).
 //! Each is allocated once and freed when its operation completes, often on another
 //! thread than the one that allocated it.
 //! With the global allocator that pattern is slow where spawning matters most: when
@@ -860,5 +861,76 @@ mod loom_tests {
                 drop(unsafe { Box::from_raw(b as *mut Free) });
             }
         });
+    }
+}
+
+/// `len` values side by side in one recycled heap block (`crate::block`), which never
+/// moves: the value cells and the operation states of a run-time number of children.
+pub struct BlockSlice<T> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: owns its values as a `Box<[T]>` would.
+unsafe impl<T: Send> Send for BlockSlice<T> {}
+// SAFETY: as above: a shared reference gives shared access to the values only.
+unsafe impl<T: Sync> Sync for BlockSlice<T> {}
+
+impl<T> BlockSlice<T> {
+    /// `len` values, `value(i)` for each `i` in order, in a fresh block.
+    pub(crate) fn new(len: usize, mut value: impl FnMut(usize) -> T) -> Self {
+        /// The values written so far; dropped with the block if `values` unwinds (a
+        /// child's `connect` panicked).
+        struct Partial<T> {
+            ptr: NonNull<T>,
+            len: usize,
+            written: usize,
+        }
+        impl<T> Drop for Partial<T> {
+            fn drop(&mut self) {
+                // SAFETY: the first `written` values were written, and the block is this
+                // allocation of `len` values, freed once, here.
+                unsafe {
+                    std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.written).drop_in_place();
+                    free_array(self.ptr, self.len);
+                }
+            }
+        }
+        let mut partial = Partial { ptr: uninit_array::<T>(len), len, written: 0 };
+        while partial.written < len {
+            let v = value(partial.written);
+            // SAFETY: in bounds, written once.
+            unsafe { partial.ptr.as_ptr().add(partial.written).write(v) };
+            partial.written += 1;
+        }
+        let this = BlockSlice { ptr: partial.ptr, len };
+        std::mem::forget(partial);
+        this
+    }
+
+    /// The values, shared.
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `len` initialized values in the block, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Value `i`, by raw pointer: its neighbours may be in use (running children), so no
+    /// reference to the whole slice is made.
+    pub(crate) fn at(this: *const Self, i: usize) -> *mut T {
+        // SAFETY: reading the fields of a live `BlockSlice`; the arithmetic stays in the
+        // block (callers pass `i` below its length).
+        unsafe { (*this).ptr.as_ptr().add(i) }
+    }
+}
+
+impl<T> Drop for BlockSlice<T> {
+    fn drop(&mut self) {
+        // SAFETY: the values are initialized and nobody uses them any more (the
+        // operation is dropped only after it completed, or unstarted); the block is
+        // freed once.
+        unsafe {
+            std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len).drop_in_place();
+            free_array(self.ptr, self.len);
+        }
     }
 }

@@ -28,6 +28,7 @@ pub(crate) mod then;
 pub(crate) mod when_all;
 pub(crate) mod write_env;
 
+pub use crate::block::BlockSlice;
 pub use bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkEach, BulkEachFn, BulkEachImpl,
     BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked,
@@ -46,9 +47,8 @@ pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use when_all::{
-    BlockSlice, ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared,
-    StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_iter,
-    when_all_with_variant,
+    ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared, StartPolicy,
+    ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_iter, when_all_with_variant,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
 

@@ -23,11 +23,12 @@
 use std::cell::{Cell, UnsafeCell};
 use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::sync;
 use std::pin::Pin;
 
+use crate::block::BlockSlice;
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
 use crate::env::Env;
 use crate::job::JobRef;
@@ -35,7 +36,7 @@ use crate::outcome::Failure;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, sender, start_job};
-use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken};
+use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken, hold_live_count};
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// Folds the domains of a list of children into their common domain.
@@ -241,17 +242,7 @@ pub struct Shared<C: SenderTuple, R> {
 unsafe impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> ForwardTarget for Shared<C, R> {
     type Hold = ();
     fn hold(&self) -> Option<()> {
-        let mut n = self.count.load(Ordering::Relaxed);
-        loop {
-            if n == 0 {
-                // Every child has arrived; the completer is waiting for the forwarder.
-                return None;
-            }
-            match self.count.compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return Some(()),
-                Err(actual) => n = actual,
-            }
-        }
+        hold_live_count(&self.count)
     }
     fn source(&self) -> &InplaceStopSource {
         &self.source
@@ -585,10 +576,12 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Receiver<V, C::Error> 
     }
 }
 
+/// The list of types `(A, (B, (C, ())))` that [`DomainFold`] folds.
 macro_rules! nest {
     () => { () };
-    ($head:ty $(, $rest:ty)*) => { ($head, nest!($($rest),*)) };
+    ($head:ty $(, $rest:ty)*) => { ($head, $crate::adaptors::when_all::nest!($($rest),*)) };
 }
+pub(crate) use nest;
 
 macro_rules! tuple_impls {
     ($len:expr; $S0:ident $i0:tt $(, $S:ident $i:tt)*) => {
@@ -725,77 +718,6 @@ impl<S: Sender> SenderTuple for Vec<S> {
     }
 }
 
-/// `len` values side by side in one recycled heap block (`crate::block`), which never
-/// moves: the value cells and the operation states of a run-time number of children.
-pub struct BlockSlice<T> {
-    ptr: NonNull<T>,
-    len: usize,
-}
-
-// SAFETY: owns its values as a `Box<[T]>` would.
-unsafe impl<T: Send> Send for BlockSlice<T> {}
-// SAFETY: as above: a shared reference gives shared access to the values only.
-unsafe impl<T: Sync> Sync for BlockSlice<T> {}
-
-impl<T> BlockSlice<T> {
-    /// `len` values, `value(i)` for each `i` in order, in a fresh block.
-    fn new(len: usize, mut value: impl FnMut(usize) -> T) -> Self {
-        /// The values written so far; dropped with the block if `values` unwinds (a
-        /// child's `connect` panicked).
-        struct Partial<T> {
-            ptr: NonNull<T>,
-            len: usize,
-            written: usize,
-        }
-        impl<T> Drop for Partial<T> {
-            fn drop(&mut self) {
-                // SAFETY: the first `written` values were written, and the block is this
-                // allocation of `len` values, freed once, here.
-                unsafe {
-                    std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.written).drop_in_place();
-                    crate::block::free_array(self.ptr, self.len);
-                }
-            }
-        }
-        let mut partial = Partial { ptr: crate::block::uninit_array::<T>(len), len, written: 0 };
-        while partial.written < len {
-            let v = value(partial.written);
-            // SAFETY: in bounds, written once.
-            unsafe { partial.ptr.as_ptr().add(partial.written).write(v) };
-            partial.written += 1;
-        }
-        let this = BlockSlice { ptr: partial.ptr, len };
-        std::mem::forget(partial);
-        this
-    }
-
-    /// The values, shared.
-    pub fn as_slice(&self) -> &[T] {
-        // SAFETY: `len` initialized values in the block, alive as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// Value `i`, by raw pointer: its neighbours may be in use (running children), so no
-    /// reference to the whole slice is made.
-    fn at(this: *const Self, i: usize) -> *mut T {
-        // SAFETY: reading the fields of a live `BlockSlice`; the arithmetic stays in the
-        // block (callers pass `i` below its length).
-        unsafe { (*this).ptr.as_ptr().add(i) }
-    }
-}
-
-impl<T> Drop for BlockSlice<T> {
-    fn drop(&mut self) {
-        // SAFETY: the values are initialized and nobody uses them any more (the
-        // operation is dropped only after it completed, or unstarted); the block is
-        // freed once.
-        unsafe {
-            std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len).drop_in_place();
-            crate::block::free_array(self.ptr, self.len);
-        }
-    }
-}
-
 impl<R, S> ConnectTuple<R> for Vec<S>
 where
     R: Receiver<Vec<S::Value>, S::Error>,
@@ -814,7 +736,7 @@ where
     }
     unsafe fn count(ops: *const Self::Ops) -> usize {
         // SAFETY: the caller's contract: `ops` is alive.
-        unsafe { (*ops).len }
+        unsafe { (*ops).as_slice().len() }
     }
     unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
         // SAFETY: forwarded from the caller: child `i` is pinned in the block and
@@ -909,9 +831,11 @@ where
 
 /// The operation state of the default `when_all`.
 pub struct WhenAllOp<C: ConnectTuple<R>, R, P = Sequential> {
+    /// Declared (so dropped) before `shared`: a child may hold a stop callback on the
+    /// children's source inside it.
+    ops: Option<C::Ops>,
     shared: Shared<C, R>,
     children: Option<C>,
-    ops: Option<C::Ops>,
     _p: PhantomData<fn() -> P>,
     _pin: PhantomPinned,
 }

@@ -17,6 +17,7 @@
 use super::callback::Invoke;
 use super::source::InplaceStopSource;
 use crate::job::JobRef;
+use crate::sync::{AtomicUsize, Ordering};
 
 /// An operation a [`ForwardStop`] forwards stop requests into.
 ///
@@ -73,6 +74,23 @@ unsafe fn forward<T: ForwardTarget>(target: *const (), (): ()) {
         if let Some(hold) = (*target).hold() {
             (*target).source().request_stop();
             T::release(target, hold);
+        }
+    }
+}
+
+/// The hold of an operation counted by `count` (children still to arrive, plus holds):
+/// one more count, taken only while the count is above zero. At zero every child has
+/// arrived and the completer is waiting for this forwarder to return (it drops the
+/// callback first), so there is nothing to stop and the count must not come back.
+pub(crate) fn hold_live_count(count: &AtomicUsize) -> Option<()> {
+    let mut n = count.load(Ordering::Relaxed);
+    loop {
+        if n == 0 {
+            return None;
+        }
+        match count.compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Some(()),
+            Err(actual) => n = actual,
         }
     }
 }

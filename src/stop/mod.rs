@@ -68,4 +68,4 @@ pub use merged::MergedStopSource;
 pub use source::{InplaceStopSource, StopToken};
 
 pub(crate) use callback::{Invoke, RawStopCallback};
-pub(crate) use forward::{ForwardStop, ForwardTarget};
+pub(crate) use forward::{ForwardStop, ForwardTarget, hold_live_count};
