@@ -87,9 +87,10 @@
 //! | `src/domain.rs` | domains: the customization hooks and early and late dispatch (P2999) |
 //! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
 //! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env` |
-//! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
+//! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all`, `when_any`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
 //! | `src/consumers/` | `sync_wait` |
 //! | `src/schedulers/` | `RunLoop`, `InlineScheduler`, `SingleThreadContext` |
+//! | `src/time/` | timed schedulers (`schedule_at`, `schedule_after`), the timer service, `timeout` |
 //! | `src/ext.rs` | [`SenderExt`], the methods that chain adaptors |
 //! | `src/pool/` | [`StaticThreadPool`], its scheduler and its domain; the default pool |
 //! | `src/scope/` | async scopes: tokens, `nest`, `spawn`, `spawn_future`, the counting scopes, `let_async_scope` |
@@ -129,9 +130,11 @@ mod sender;
 pub mod stop;
 mod sync;
 pub mod task;
+pub mod time;
 
 pub use adaptors::{
     EitherSender, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter, when_all_with_variant,
+    when_any, when_any_iter,
 };
 pub use any::AnySender;
 pub use bridge::{from_future, into_awaitable};
@@ -156,6 +159,9 @@ pub use scope::{
 pub use sender::{Awaitable, OperationState, Sender, SenderTo};
 pub use stop::{InplaceStopSource, StopCallback, StopToken};
 pub use task::{Task, awaited, change_scheduler};
+pub use time::TimedScheduler;
+#[cfg(not(loom))]
+pub use time::{schedule_after, schedule_at, timeout};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

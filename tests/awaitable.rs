@@ -137,6 +137,22 @@ fn the_scopes_senders_tasks_and_erased_senders_are_awaitable() {
     assert_eq!(awaited(scope.join()), Ok(Some(())));
 }
 
+#[test]
+fn when_any_and_the_timed_senders_are_awaitable() {
+    assert_eq!(awaited(when_any((just(1), just(2)))), Ok(Some(1)));
+    assert_eq!(awaited(when_any_iter(vec![just(3), just(4)])), Ok(Some(3)));
+    let pool = StaticThreadPool::new(1).unwrap();
+    let sch = pool.scheduler();
+    let ms = std::time::Duration::from_millis(1);
+    let on_pool = schedule_after(&sch, ms).then(|()| thread_name().is_some_and(|n| n.starts_with("senders-worker")));
+    assert_eq!(awaited(on_pool), Ok(Some(true)));
+    assert_eq!(awaited(schedule_at(&sch, std::time::Instant::now())), Ok(Some(())));
+    let ctx = SingleThreadContext::new();
+    let timed = senders::time::ScheduleAt::new(ctx.scheduler(), None);
+    let limited = timeout(timed.with_error::<()>(), &sch, ms);
+    assert_eq!(awaited(limited), Err(senders::time::TimeoutError::Elapsed));
+}
+
 /// No `impl ... Sender for` in `src/` (outside test modules) is written by hand: each
 /// goes through `sender!` (or `adaptor_sender!`, which uses it), which also makes the
 /// sender awaitable.

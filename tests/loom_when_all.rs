@@ -5,89 +5,14 @@
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_when_all`.
 #![cfg(loom)]
 
-use std::marker::PhantomPinned;
-use std::pin::Pin;
+mod loom_common;
+
 use std::sync::Mutex;
 
 use loom::sync::Arc;
 use loom::thread;
-use senders::domain::NoDomain;
-use senders::schedulers::NoScheduler;
-use senders::{
-    EmptyEnv, Env, InplaceStopSource, OperationState, Panic, Receiver, Sender, SenderTo, StopToken, when_all,
-};
-
-enum Outcome {
-    Value(u32),
-    Error(&'static str),
-    Stopped,
-    /// Asks the environment for the stop token first (which links the parent's token to
-    /// the children's source, lazily), then completes stopped if stop was requested, else
-    /// with the value.
-    AskThenValue(u32),
-}
-
-type Completion = Box<dyn FnOnce(Outcome) + Send>;
-type Handle = std::sync::Arc<Mutex<Option<Completion>>>;
-
-/// A sender whose completion the test delivers by hand, from any thread.
-struct Manual(Handle);
-
-impl Sender for Manual {
-    type Value = u32;
-    type Error = &'static str;
-    const SENDS_STOPPED: bool = true;
-    type Domain = NoDomain;
-    type CompletionScheduler = NoScheduler;
-    fn completion_scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-}
-
-struct ManualOp<R> {
-    handle: Handle,
-    rcvr: Option<R>,
-    _pin: PhantomPinned,
-}
-
-impl<R: Receiver<u32, &'static str> + Send + 'static> SenderTo<R> for Manual {
-    type Operation = ManualOp<R>;
-    fn connect(self, receiver: R) -> ManualOp<R> {
-        ManualOp { handle: self.0, rcvr: Some(receiver), _pin: PhantomPinned }
-    }
-}
-
-impl<R: Receiver<u32, &'static str> + Send + 'static> OperationState for ManualOp<R> {
-    unsafe fn start(self: Pin<&mut Self>) {
-        // SAFETY: nothing is structurally pinned here.
-        let this = unsafe { self.get_unchecked_mut() };
-        let rcvr = this.rcvr.take().unwrap();
-        *this.handle.lock().unwrap() = Some(Box::new(move |o| match o {
-            Outcome::Value(v) => rcvr.set_value(v),
-            Outcome::Error(e) => rcvr.set_error(e),
-            Outcome::Stopped => rcvr.set_stopped(),
-            Outcome::AskThenValue(v) => {
-                if rcvr.env().stop_token().stop_requested() {
-                    rcvr.set_stopped()
-                } else {
-                    rcvr.set_value(v)
-                }
-            }
-        }));
-    }
-}
-
-struct TestEnv(Arc<InplaceStopSource>);
-impl Env for TestEnv {
-    type Scheduler = NoScheduler;
-    type Domain = NoDomain;
-    fn scheduler(&self) -> NoScheduler {
-        NoScheduler
-    }
-    fn stop_token(&self) -> StopToken<'_> {
-        self.0.token()
-    }
-}
+use loom_common::{Handle, Manual, Outcome, TestEnv};
+use senders::{EmptyEnv, InplaceStopSource, OperationState, Panic, Receiver, SenderTo, when_all};
 
 struct TestReceiver {
     env: TestEnv,

@@ -346,6 +346,33 @@ fn a_thread_waiting_in_sync_wait_uses_no_cpu() {
     assert_eq!(waiter.join().unwrap(), Ok(Some(())));
 }
 
+/// A pool with a thousand timers set an hour ahead, waiting: the timer thread sleeps until
+/// the earliest deadline and the workers sleep too (nobody polls the clock). The timers
+/// are then cancelled by a stop request and the scope joins at once.
+#[test]
+fn pending_timers_use_no_cpu() {
+    let pool = named_pool(2, "idle3");
+    let sch = pool.scheduler();
+    let scope = CountingScope::new();
+    // Spawned work is `'static`: the source it borrows is leaked.
+    let cancel: &'static InplaceStopSource = Box::leak(Box::new(InplaceStopSource::new()));
+    let fired = Arc::new(AtomicUsize::new(0));
+    for i in 0..1000u64 {
+        let fired = fired.clone();
+        let timer = schedule_after(&sch, Duration::from_secs(3600 + i)).then(move |()| {
+            fired.fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(spawn(stop_when(timer, cancel.token()), scope.token()));
+    }
+    assert_idle_threads_use_no_cpu("senders-timer", 1);
+    assert_idle_workers_use_no_cpu("idle3");
+    let start = Instant::now();
+    cancel.request_stop();
+    sync_wait(scope.join()).unwrap();
+    assert!(start.elapsed() < SAFETY_TIMEOUT);
+    assert_eq!(fired.load(Ordering::Relaxed), 0);
+}
+
 /// A `SingleThreadContext` whose work is done spins for a moment, then sleeps: no CPU.
 #[test]
 fn an_idle_single_thread_context_uses_no_cpu() {

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs the loom model-checking tests with the CI settings: the integration targets
-# tests/loom_*.rs (stop tokens, when_all, stop_when's forwarding, and loom_pool: the whole pool with two workers,
-# sleep/wake, shutdown and a counting scope's spawn/stop/join together) and the models
-# inside the library, which need crate internals: the
-# pool's sleep protocol (src/pool/sleep.rs), the scope counter (src/scope/counter.rs),
-# the spawn_future race (src/scope/future.rs), let_async_scope's error, panic and stop
-# paths (src/scope/let_scope.rs), the sender-as-future block (src/bridge.rs), the
-# task's state word (src/task/mod.rs), and the run loop with sync_wait's finisher
-# (src/schedulers/run_loop.rs). loom_pool also models the pool's when_all join.
+# tests/loom_*.rs (stop tokens, when_all, when_any's race (tests/loom_when_any.rs),
+# stop_when's forwarding, and loom_pool: the whole pool with two workers, sleep/wake,
+# shutdown and a counting scope's spawn/stop/join together) and the models inside the
+# library, which need crate internals: the pool's sleep protocol (src/pool/sleep.rs),
+# the scope counter (src/scope/counter.rs), the spawn_future race
+# (src/scope/future.rs), let_async_scope's error, panic and stop paths
+# (src/scope/let_scope.rs), the sender-as-future block (src/bridge.rs), the task's
+# state word (src/task/mod.rs), the run loop with sync_wait's finisher
+# (src/schedulers/run_loop.rs), and the timer service's fire/cancel and insert/cancel
+# races and its sleep/wake protocol (src/time/tests.rs). loom_pool also models the
+# pool's when_all join.
 #
 #   tools/loom.sh                  # every loom test target
 #   tools/loom.sh register_races   # extra arguments go to `cargo test` (here: a filter)

@@ -11,6 +11,7 @@
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
 //! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
 //! | `when_all.rs` | `when_all`, and the start policies a domain plugs in |
+//! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
 //! | `on.rs` | `on` |
 //! | `stop_when.rs` | `stop_when` |
@@ -26,6 +27,7 @@ pub(crate) mod on;
 pub(crate) mod stop_when;
 pub(crate) mod then;
 pub(crate) mod when_all;
+pub(crate) mod when_any;
 pub(crate) mod write_env;
 
 pub use crate::block::BlockSlice;
@@ -49,6 +51,9 @@ pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceive
 pub use when_all::{
     ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared, StartPolicy,
     ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_iter, when_all_with_variant,
+};
+pub use when_any::{
+    ConnectWhenAny, Race, WhenAny, WhenAnyChildren, WhenAnyOp, WhenAnyReceiver, when_any, when_any_iter,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
 

@@ -1,0 +1,272 @@
+//! Timed scheduling and `timeout`: `schedule_at` / `schedule_after` on the pool, the run
+//! loop, a single-thread context and inside a `Task`; completion on the scheduler's
+//! thread, never before the deadline; a stop request completes a pending timer at once
+//! (before start, while pending, from another thread, racing the deadline); deadlines
+//! that have passed or cannot be represented; many timers; a pool dropped with timers
+//! pending; a user scheduler made timed; `timeout`'s value, error, elapsed, stop and panic
+//! paths. The timer thread's idle CPU is checked in `tests/pool.rs`, the service's
+//! internals in `src/time/tests.rs`, its races in the library's loom models.
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{WaitProbe, panic_message, thread_name, wait_for_stop, with_stop};
+use senders::time::{ScheduleAt, TimeoutError};
+use senders::*;
+
+const HOUR: Duration = Duration::from_secs(3600);
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn schedule_after_completes_on_the_pool_after_the_delay() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let start = Instant::now();
+    let name = sync_wait(schedule_after(&pool.scheduler(), 20 * MS).then(|()| thread_name())).unwrap().unwrap();
+    assert!(start.elapsed() >= 20 * MS);
+    assert!(name.unwrap().starts_with("senders-worker"));
+}
+
+#[test]
+fn schedule_at_completes_on_a_single_thread_context_and_on_the_run_loop() {
+    let ctx = SingleThreadContext::with_name("timed");
+    let deadline = Instant::now() + 10 * MS;
+    let name = sync_wait(schedule_at(&ctx.scheduler(), deadline).then(|()| (Instant::now(), thread_name())));
+    let (at, name) = name.unwrap().unwrap();
+    assert!(at >= deadline);
+    assert_eq!(name.as_deref(), Some("timed"));
+    // `sync_wait`'s own run loop: the completion runs on the waiting thread.
+    let me = thread_name();
+    let on_loop = read_env(GetScheduler)
+        .let_value(|s: RunLoopScheduler| schedule_after(&s, 10 * MS).then(move |()| (s.is_current(), thread_name())));
+    assert_eq!(sync_wait(on_loop), Ok(Some((true, me))));
+}
+
+#[test]
+fn a_deadline_that_passed_completes_at_once_and_one_too_far_never_does() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let sch = pool.scheduler();
+    let start = Instant::now();
+    assert_eq!(sync_wait(schedule_at(&sch, start - Duration::from_secs(1))), Ok(Some(())));
+    assert_eq!(sync_wait(schedule_after(&sch, Duration::ZERO)), Ok(Some(())));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // `Duration::MAX` cannot be added to an instant: the timer only ends by a stop.
+    let source = InplaceStopSource::new();
+    std::thread::scope(|s| {
+        let run = s.spawn(|| sync_wait(stop_when(schedule_after(&sch, Duration::MAX), source.token())));
+        std::thread::sleep(20 * MS);
+        source.request_stop();
+        assert_eq!(run.join().unwrap(), Ok(None));
+    });
+}
+
+#[test]
+fn a_stop_request_completes_a_pending_timer_at_once_on_the_requesting_thread() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let source = InplaceStopSource::new();
+    let completed_on = Mutex::new(None);
+    std::thread::scope(|s| {
+        let run = s.spawn(|| {
+            let timer = schedule_after(&pool.scheduler(), HOUR).upon_stopped(|| {
+                *completed_on.lock().unwrap() = thread_name();
+            });
+            sync_wait(stop_when(timer, source.token()))
+        });
+        std::thread::sleep(20 * MS);
+        let start = Instant::now();
+        std::thread::Builder::new()
+            .name("stopper".into())
+            .spawn_scoped(s, || source.request_stop())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(run.join().unwrap(), Ok(Some(())));
+        assert!(start.elapsed() < Duration::from_secs(5));
+    });
+    assert_eq!(completed_on.lock().unwrap().as_deref(), Some("stopper"));
+}
+
+#[test]
+fn a_stop_requested_before_start_completes_stopped_without_a_timer() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let source = InplaceStopSource::new();
+    source.request_stop();
+    assert_eq!(sync_wait(with_stop(&source, schedule_after(&pool.scheduler(), HOUR))), Ok(None));
+}
+
+#[test]
+fn stop_requests_racing_deadlines_complete_every_timer_once() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let (fired, stopped) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    for i in 0..300u64 {
+        let source = InplaceStopSource::new();
+        std::thread::scope(|s| {
+            let run =
+                s.spawn(|| sync_wait(stop_when(schedule_after(&sch, Duration::from_micros(i % 50)), source.token())));
+            std::thread::sleep(Duration::from_micros(25));
+            source.request_stop();
+            match run.join().unwrap() {
+                Ok(Some(())) => fired.fetch_add(1, Ordering::Relaxed),
+                Ok(None) => stopped.fetch_add(1, Ordering::Relaxed),
+                Err(e) => match e {},
+            };
+        });
+    }
+    assert_eq!(fired.load(Ordering::Relaxed) + stopped.load(Ordering::Relaxed), 300);
+}
+
+#[test]
+fn many_timers_fire_each_once_and_none_early() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let scope = CountingScope::new();
+    let (early, fired) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let start = Instant::now();
+    for i in 0..20_000u64 {
+        let deadline = start + Duration::from_micros((i * 7919) % 50_000);
+        let (early, fired) = (early.clone(), fired.clone());
+        let work = schedule_at(&sch, deadline).then(move |()| {
+            if Instant::now() < deadline {
+                early.fetch_add(1, Ordering::Relaxed);
+            }
+            fired.fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(spawn(work, scope.token()));
+    }
+    sync_wait(scope.join()).unwrap();
+    assert_eq!(fired.load(Ordering::Relaxed), 20_000);
+    assert_eq!(early.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_pool_dropped_with_pending_timers_completes_them_stopped() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let scope = CountingScope::new();
+    let ran = Arc::new(AtomicBool::new(false));
+    let ran2 = ran.clone();
+    assert!(spawn(
+        schedule_after(&pool.scheduler(), 20 * MS).then(move |()| ran2.store(true, Ordering::SeqCst)),
+        scope.token()
+    ));
+    drop(pool);
+    // The timer fires after the pool is gone: its hop onto the pool completes stopped.
+    assert_eq!(sync_wait(scope.join()), Ok(Some(())));
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn timers_in_a_task() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let start = Instant::now();
+    let task = Task::new(async move {
+        schedule_after(&sch, 10 * MS).await?;
+        let late = schedule_after(&sch, HOUR).then(|()| 1);
+        let r = timeout(late, &sch, 10 * MS).await;
+        Ok::<_, Infallible>(r)
+    });
+    let r = sync_wait(starts_on(pool.scheduler(), task)).unwrap().unwrap();
+    assert_eq!(r, Err(TimeoutError::Elapsed));
+    assert!(start.elapsed() >= 20 * MS && start.elapsed() < Duration::from_secs(10));
+}
+
+/// A user scheduler, timed through the crate's timers.
+#[derive(Clone, PartialEq)]
+struct Mine(PoolScheduler);
+
+impl Scheduler for Mine {
+    type Domain = <PoolScheduler as Scheduler>::Domain;
+    type Sender = MineSender;
+    fn schedule(&self) -> MineSender {
+        MineSender(self.clone())
+    }
+}
+
+/// `Mine`'s schedule sender: the pool's, reporting `Mine` as its scheduler.
+struct MineSender(Mine);
+
+impl Sender for MineSender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = <PoolScheduler as Scheduler>::Domain;
+    type CompletionScheduler = Mine;
+    fn completion_scheduler(&self) -> Mine {
+        self.0.clone()
+    }
+}
+
+impl<R: Receiver<(), Infallible>> SenderTo<R> for MineSender
+where
+    <PoolScheduler as Scheduler>::Sender: SenderTo<R>,
+{
+    type Operation = <<PoolScheduler as Scheduler>::Sender as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        (self.0).0.schedule().connect(receiver)
+    }
+}
+
+impl TimedScheduler for Mine {
+    type TimedSender = ScheduleAt<Self>;
+    fn schedule_at(&self, deadline: Instant) -> ScheduleAt<Self> {
+        ScheduleAt::new(self.clone(), Some(deadline))
+    }
+}
+
+#[test]
+fn a_user_scheduler_is_timed_through_schedule_at() {
+    let pool = StaticThreadPool::new(1).unwrap();
+    let mine = Mine(pool.scheduler());
+    let start = Instant::now();
+    let name = sync_wait(schedule_after(&mine, 10 * MS).then(|()| thread_name())).unwrap().unwrap();
+    assert!(start.elapsed() >= 10 * MS);
+    assert!(name.unwrap().starts_with("senders-worker"));
+}
+
+// ---------------------------------------------------------------------------------------
+// timeout
+
+#[test]
+fn timeout_passes_a_result_that_comes_in_time() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let start = Instant::now();
+    assert_eq!(sync_wait(timeout(schedule(&sch).then(|()| 5).with_error::<&str>(), &sch, HOUR)), Ok(Some(5)));
+    let failing = schedule(&sch).with_error::<&str>().let_value(|()| just_error::<i32, _>("bad"));
+    assert_eq!(sync_wait(timeout(failing, &sch, HOUR)), Err(TimeoutError::Failed("bad")));
+    let stopped = just_stopped::<i32, &str>();
+    assert_eq!(sync_wait(timeout(stopped, &sch, HOUR)), Ok(None));
+    // The hour-long timers were cancelled, not waited for.
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn timeout_stops_a_sender_that_is_too_slow_and_waits_for_it() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let ctx = SingleThreadContext::new();
+    let probe = WaitProbe::default();
+    let slow = starts_on(ctx.scheduler(), wait_for_stop::<()>(&probe));
+    let start = Instant::now();
+    assert_eq!(sync_wait(timeout(slow, &sch, 20 * MS)), Err(TimeoutError::Elapsed));
+    assert!(start.elapsed() >= 20 * MS);
+    assert!(probe.saw_stop(), "the slow sender was stopped, and had finished when timeout completed");
+}
+
+#[test]
+fn timeout_under_a_stop_request_completes_stopped_and_delivers_panics() {
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    let source = InplaceStopSource::new();
+    source.request_stop();
+    let work = schedule_after(&sch, HOUR).with_error::<()>();
+    assert_eq!(sync_wait(with_stop(&source, timeout(work, &sch, HOUR))), Ok(None));
+    let panics = schedule(&sch).with_error::<()>().then(|()| -> i32 { panic!("work panicked") });
+    assert_eq!(panic_message(|| sync_wait(timeout(panics, &sch, HOUR))), "work panicked");
+    let e: Box<dyn std::error::Error> = Box::new(TimeoutError::<std::fmt::Error>::Elapsed);
+    assert_eq!(e.to_string(), "the time limit passed");
+}
