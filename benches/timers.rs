@@ -14,6 +14,10 @@
 //! ```text
 //! cargo bench --bench timers
 //! ```
+//!
+//! For profilers, `SENDERS_TIMERS_PROFILE=<side>:<repeats> target/release/deps/timers-*`
+//! runs one side of `set_cancel` (`ours`, `tokio_abort` or `tokio_drop`) without
+//! criterion.
 
 #[path = "common/paired.rs"]
 #[allow(dead_code)] // shared by the benches; this one uses part of it
@@ -26,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, criterion_group};
 use paired::{format_ns, median, paired_rounds};
 use senders::{CountingScope, SenderExt, StaticThreadPool, schedule_after, schedule_at, spawn, sync_wait};
 
@@ -169,17 +173,18 @@ fn set_cancel(c: &mut Criterion) {
     g.finish();
 
     println!("\nset_cancel, {SET_N} timers, interleaved rounds (ours, tokio, tokio, ours, ...):");
-    for (name, base) in [
-        ("tokio_spawn_abort", &(|| sides.tokio_set_abort()) as &dyn Fn()),
-        ("tokio_sleep_drop", &(|| sides.tokio_set_drop()) as &dyn Fn()),
+    let spawned = &|| sides.ours_set_cancel();
+    for (ours_name, ours_f, name, base) in [
+        ("ours_spawn_stop", spawned as &dyn Fn(), "tokio_spawn_abort", &(|| sides.tokio_set_abort()) as &dyn Fn()),
+        ("ours_spawn_stop", spawned, "tokio_sleep_drop", &(|| sides.tokio_set_drop()) as &dyn Fn()),
     ] {
-        let rounds = paired_rounds(8, (&mut || sides.ours_set_cancel(), 1), (&mut || base(), 1));
+        let rounds = paired_rounds(8, (&mut || ours_f(), 1), (&mut || base(), 1));
         let ratios: Vec<f64> = rounds.iter().map(|(o, b)| o / b).collect();
         let ours: Vec<f64> = rounds.iter().map(|r| r.0).collect();
         let theirs: Vec<f64> = rounds.iter().map(|r| r.1).collect();
         let (lo, hi) = ratios.iter().fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
         println!(
-            "  ours {} vs {name} {}: ours ÷ tokio median {:.2}× (range {lo:.2}–{hi:.2})",
+            "  {ours_name} {} vs {name} {}: ours ÷ tokio median {:.2}× (range {lo:.2}–{hi:.2})",
             format_ns(median(&ours)),
             format_ns(median(&theirs)),
             median(&ratios),
@@ -212,10 +217,36 @@ fn fire(_: &mut Criterion) {
     }
 }
 
+/// Runs `SENDERS_TIMERS_PROFILE=<side>:<repeats>` if set; returns whether it did.
+fn profile() -> bool {
+    let Ok(spec) = std::env::var("SENDERS_TIMERS_PROFILE") else { return false };
+    let (side, repeats) = spec.split_once(':').expect("SENDERS_TIMERS_PROFILE=<side>:<repeats>");
+    let repeats: usize = repeats.parse().expect("a number of repeats");
+    let sides = Sides::new();
+    let run: &dyn Fn() = match side {
+        "ours" => &|| sides.ours_set_cancel(),
+        "tokio_abort" => &|| sides.tokio_set_abort(),
+        "tokio_drop" => &|| sides.tokio_set_drop(),
+        other => panic!("unknown side {other}"),
+    };
+    let start = Instant::now();
+    for _ in 0..repeats {
+        run();
+    }
+    println!("{side}: {} per run", format_ns(start.elapsed().as_nanos() as f64 / repeats as f64));
+    true
+}
+
 // No plots: criterion's plotting backend fails where it finds no font.
 criterion_group! {
     name = benches;
     config = Criterion::default().without_plots().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
     targets = set_cancel, fire
 }
-criterion_main!(benches);
+
+fn main() {
+    if !profile() {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+}

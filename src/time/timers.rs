@@ -102,6 +102,10 @@ struct Heap {
 // heap, from whichever thread holds it; their operations are `Send`.
 unsafe impl Send for Heap {}
 
+/// How far after a time known to have passed an insertion still reads the clock to see
+/// whether its deadline has passed (1 ms, in nanoseconds).
+const NEAR: u64 = 1_000_000;
+
 /// Heaps keep at least this capacity when they shrink.
 const MIN_CAPACITY: usize = 64;
 
@@ -207,6 +211,9 @@ pub(crate) struct Timers {
     shards: Box<[CachePadded<Mutex<Heap>>]>,
     /// The deadline the timer thread will wake for (see the module docs).
     sleeping_until: AtomicU64,
+    /// A time known to have passed (the latest clock reading of the timer thread or of an
+    /// insertion): insertions far later than it skip reading the clock (see `insert`).
+    seen: AtomicU64,
     wake: Mutex<Wake>,
     cv: Condvar,
 }
@@ -227,6 +234,7 @@ impl Timers {
             epoch: Instant::now(),
             shards: (0..shards.max(1)).map(|_| CachePadded::new(Mutex::new(Heap { entries: Vec::new() }))).collect(),
             sleeping_until: AtomicU64::new(u64::MAX),
+            seen: AtomicU64::new(0),
             wake: Mutex::new(Wake { dirty: false }),
             cv: Condvar::new(),
         }
@@ -257,8 +265,22 @@ impl Timers {
         u64::try_from(instant.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// Reads the clock, and records the reading in `seen`.
     fn now(&self) -> u64 {
-        self.nanos(Instant::now())
+        let now = self.nanos(Instant::now());
+        self.seen.fetch_max(now, Ordering::Relaxed);
+        now
+    }
+
+    /// Whether `at` has passed. Reading the clock is most of what setting a timer costs
+    /// (a system call on some machines), so a deadline more than [`NEAR`] after a time
+    /// known to have passed is taken as pending without a reading. If it has in fact
+    /// passed (the last reading is old), the insertion finds it earlier than the
+    /// thread's wake-up and wakes it, which fires it: on the timer thread instead of
+    /// inline, never late by more than a wake-up.
+    fn passed(&self, at: u64) -> bool {
+        let seen = self.seen.load(Ordering::Relaxed);
+        at <= seen || (at <= seen.saturating_add(NEAR) && at <= self.now())
     }
 
     /// The calling thread's shard.
@@ -290,7 +312,7 @@ impl Timers {
                 NodeState::Cancelled => return Inserted::Cancelled,
                 state => unreachable!("timers: inserting a node that is {state:?}"),
             }
-            if at <= self.now() {
+            if self.passed(at) {
                 // SAFETY: as above.
                 unsafe { (*node).state.with_mut(|s| *s = NodeState::Fired) };
                 return Inserted::Due;
