@@ -44,6 +44,10 @@
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
+//! Where rayon's side is a different construct from ours (the scope rows: `rayon::scope`
+//! for `CountingScope`, `rayon::join` for `let_async_scope` and the tree with work), the
+//! row's name in the table and on the chart says which.
+//!
 //! Every workload's result is checked once, before it is timed: all sides must agree.
 //! The criterion benches in `benches/` remain the reference for careful measurements.
 
@@ -365,6 +369,9 @@ type Routine<'a> = Box<dyn FnMut() -> u64 + 'a>;
 /// One row of the report.
 struct Workload<'a> {
     name: String,
+    /// What rayon's side runs, where the name alone does not say (the chart's bar and
+    /// the table's row name it).
+    baseline: Option<&'static str>,
     ours: Routine<'a>,
     rayon: Option<Routine<'a>>,
     tokio: Option<Routine<'a>>,
@@ -373,7 +380,13 @@ struct Workload<'a> {
 impl<'a> Workload<'a> {
     /// A workload with only our side.
     fn new(name: impl Into<String>, ours: impl FnMut() -> u64 + 'a) -> Self {
-        Workload { name: name.into(), ours: Box::new(ours), rayon: None, tokio: None }
+        Workload { name: name.into(), baseline: None, ours: Box::new(ours), rayon: None, tokio: None }
+    }
+
+    /// Names rayon's side: the row reads "name, rayon: baseline".
+    fn against(mut self, baseline: &'static str) -> Self {
+        self.baseline = Some(baseline);
+        self
     }
 
     /// Adds rayon's side.
@@ -458,15 +471,18 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
         .rayon(move || {
             p.rayon.install(|| rayon::scope(|s| rayon_scope_node(s, depth, rayon_nodes)));
             rayon_nodes.take()
-        }),
+        })
+        .against("`rayon::scope`"),
         Workload::new(format!("tree 2^{depth}, `spawn` per node (`let_async_scope`)"), move || {
             let_tree(sch, depth, let_nodes)
         })
-        .rayon(move || p.rayon.install(|| tree_join(black_box(depth), 0))),
+        .rayon(move || p.rayon.install(|| tree_join(black_box(depth), 0)))
+        .against("`rayon::join`"),
         Workload::new(format!("tree 2^{work_depth}, ~300 ns per node, `spawn` per node"), move || {
             spawn_tree(sch, work_depth, iters, &SPAWN_NODES)
         })
-        .rayon(move || p.rayon.install(|| tree_join(black_box(work_depth), iters))),
+        .rayon(move || p.rayon.install(|| tree_join(black_box(work_depth), iters)))
+        .against("`rayon::join`"),
         Workload::new(format!("{} Ki empty spawns from `main`", flat_n >> 10), move || {
             let scope = CountingScope::new();
             let tk = scope.token();
@@ -622,7 +638,11 @@ fn measure(w: &mut Workload<'_>, mode: Mode) -> Row {
     let ours = medians.next().expect("ours");
     let rayon = w.rayon.as_ref().and_then(|_| medians.next());
     let tokio = w.tokio.as_ref().and_then(|_| medians.next());
-    Row { name: w.name.clone(), ours, rayon, tokio }
+    let name = match w.baseline {
+        Some(b) => format!("{}, rayon: {b}", w.name),
+        None => w.name.clone(),
+    };
+    Row { name, ours, rayon, tokio }
 }
 
 /// The median of `v` (which is not empty).
@@ -701,7 +721,7 @@ fn load_font() -> bool {
 }
 
 /// Chart size in pixels.
-const CHART: (u32, u32) = (1100, 640);
+const CHART: (u32, u32) = (1200, 640);
 /// The colour of our bars.
 const OURS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 /// The colour of tokio's bars.
@@ -737,7 +757,7 @@ where
         builder
             .caption("time ÷ rayon's time (log scale; 1.0 = rayon, lower is better)", ("sans-serif", 20))
             .x_label_area_size(36)
-            .y_label_area_size(330);
+            .y_label_area_size(440);
     }
     let n = rows.len() as f64;
     let mut chart = builder.build_cartesian_2d((lo..hi).log_scale(), 0.0..n).map_err(err)?;
