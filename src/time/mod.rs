@@ -3,7 +3,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | [`TimedScheduler`], [`schedule_at`], [`schedule_after`], the crate schedulers' impls |
+//! | `timed.rs` | [`TimedScheduler`], [`schedule_at`], [`schedule_after`], the crate schedulers' impls |
 //! | `schedule_at.rs` | [`ScheduleAt`], the timed sender: a timer, then a hop onto the scheduler |
 //! | `timers.rs` | the timer service: sharded heaps of pending timers and the thread that fires them |
 //! | `timeout.rs` | [`timeout`]: a sender raced against a timer with `when_any` |
@@ -18,160 +18,18 @@
 
 #[cfg(not(loom))]
 mod schedule_at;
+mod timed;
 #[cfg(not(loom))]
 mod timeout;
 // Under loom only the service's models use it: the timed senders need its thread.
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod timers;
 
-use std::time::{Duration, Instant};
-
-use crate::scheduler::Scheduler;
-use crate::sender::Sender;
-
 #[cfg(not(loom))]
 pub use schedule_at::{CancelTimer, ScheduleAt, ScheduleAtOp, TimerReceiver, TimerState};
+pub use timed::{TimedScheduler, schedule_after, schedule_at};
 #[cfg(not(loom))]
 pub use timeout::{Timeout, TimeoutChildren, TimeoutError, timeout};
-
-/// A scheduler that can complete at a point in time (the reference implementation's
-/// `timed_scheduler`: `now`, `schedule_at`, `schedule_after`).
-///
-/// Implemented by [`StaticThreadPool`](crate::StaticThreadPool)'s, [`RunLoop`](crate::RunLoop)'s,
-/// [`SingleThreadContext`](crate::SingleThreadContext)'s and a [`Task`](crate::Task)'s
-/// schedulers. A user scheduler implements it with its own timed sender, or with the
-/// crate's timers through [`ScheduleAt`]:
-///
-/// ```
-/// use std::convert::Infallible;
-/// use std::time::{Duration, Instant};
-/// use senders::time::{ScheduleAt, TimedScheduler};
-/// use senders::{PoolScheduler, Receiver, Scheduler, Sender, SenderTo, StaticThreadPool, schedule_after, sync_wait};
-///
-/// /// A scheduler of the user's: here, the pool's under another name.
-/// #[derive(Clone, PartialEq)]
-/// struct Mine(PoolScheduler);
-/// # struct MineSender(Mine);
-/// # impl Sender for MineSender {
-/// #     type Value = ();
-/// #     type Error = Infallible;
-/// #     const SENDS_STOPPED: bool = true;
-/// #     type Domain = <PoolScheduler as Scheduler>::Domain;
-/// #     type CompletionScheduler = Mine;
-/// #     fn completion_scheduler(&self) -> Mine { self.0.clone() }
-/// # }
-/// # impl<R: Receiver<(), Infallible>> SenderTo<R> for MineSender
-/// # where <PoolScheduler as Scheduler>::Sender: SenderTo<R> {
-/// #     type Operation = <<PoolScheduler as Scheduler>::Sender as SenderTo<R>>::Operation;
-/// #     fn connect(self, r: R) -> Self::Operation { (self.0).0.schedule().connect(r) }
-/// # }
-/// # impl Scheduler for Mine {
-/// #     type Domain = <PoolScheduler as Scheduler>::Domain;
-/// #     type Sender = MineSender;
-/// #     fn schedule(&self) -> MineSender { MineSender(self.clone()) }
-/// # }
-///
-/// impl TimedScheduler for Mine {
-///     type TimedSender = ScheduleAt<Self>;
-///     fn schedule_at(&self, deadline: Instant) -> ScheduleAt<Self> {
-///         ScheduleAt::new(self.clone(), Some(deadline))
-///     }
-/// }
-///
-/// let pool = StaticThreadPool::new(1).unwrap();
-/// let start = Instant::now();
-/// sync_wait(schedule_after(&Mine(pool.scheduler()), Duration::from_millis(5))).unwrap();
-/// assert!(start.elapsed() >= Duration::from_millis(5));
-/// ```
-pub trait TimedScheduler: Scheduler {
-    /// The sender of `schedule_at` and `schedule_after`: completes with `()` on this
-    /// scheduler once its deadline has passed, or stopped as soon as a stop request
-    /// comes before that.
-    type TimedSender: Sender<Value = (), Error = std::convert::Infallible>;
-
-    /// The scheduler's clock: [`Instant::now`] unless the scheduler keeps its own time.
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    /// A sender that completes on this scheduler at `deadline` (at once if it has
-    /// passed).
-    fn schedule_at(&self, deadline: Instant) -> Self::TimedSender;
-
-    /// A sender that completes on this scheduler `delay` after it is made (when it
-    /// starts, `delay` has begun: the deadline is computed here).
-    fn schedule_after(&self, delay: Duration) -> Self::TimedSender {
-        let now = self.now();
-        self.schedule_at(now.checked_add(delay).unwrap_or_else(|| far_future(now)))
-    }
-}
-
-/// The latest instant after `now` that the platform represents, near enough: a delay
-/// too long to add (`Duration::MAX`) is a deadline that does not pass.
-fn far_future(now: Instant) -> Instant {
-    // A century is representable everywhere Rust runs; halve until it is.
-    let mut span = Duration::from_secs(100 * 365 * 24 * 3600);
-    loop {
-        if let Some(t) = now.checked_add(span) {
-            return t;
-        }
-        span /= 2;
-    }
-}
-
-/// `schedule_at(sch, deadline)`: a sender that completes on `sch` at `deadline`.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use senders::{StaticThreadPool, schedule_at, sync_wait};
-/// let pool = StaticThreadPool::new(1).unwrap();
-/// let deadline = Instant::now() + Duration::from_millis(5);
-/// sync_wait(schedule_at(&pool.scheduler(), deadline)).unwrap();
-/// assert!(Instant::now() >= deadline);
-/// ```
-pub fn schedule_at<Sch: TimedScheduler>(sch: &Sch, deadline: Instant) -> Sch::TimedSender {
-    sch.schedule_at(deadline)
-}
-
-/// `schedule_after(sch, delay)`: a sender that completes on `sch` `delay` from now.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use senders::{SenderExt, StaticThreadPool, schedule_after, sync_wait};
-/// let pool = StaticThreadPool::new(1).unwrap();
-/// let start = Instant::now();
-/// let on_pool = schedule_after(&pool.scheduler(), Duration::from_millis(5))
-///     .then(|()| std::thread::current().name().map(str::to_owned));
-/// assert!(sync_wait(on_pool).unwrap().unwrap().unwrap().starts_with("senders-worker"));
-/// assert!(start.elapsed() >= Duration::from_millis(5));
-/// ```
-pub fn schedule_after<Sch: TimedScheduler>(sch: &Sch, delay: Duration) -> Sch::TimedSender {
-    sch.schedule_after(delay)
-}
-
-/// Timed through the crate's timers ([`ScheduleAt`]).
-#[cfg(not(loom))]
-macro_rules! timed_with_crate_timers {
-    ($([$($g:tt)*] $ty:ty),* $(,)?) => {$(
-        impl<$($g)*> TimedScheduler for $ty {
-            type TimedSender = ScheduleAt<Self>;
-            fn schedule_at(&self, deadline: Instant) -> ScheduleAt<Self> {
-                ScheduleAt::new(self.clone(), Some(deadline))
-            }
-            fn schedule_after(&self, delay: Duration) -> ScheduleAt<Self> {
-                ScheduleAt::new(self.clone(), Instant::now().checked_add(delay))
-            }
-        }
-    )*};
-}
-
-#[cfg(not(loom))]
-timed_with_crate_timers!(
-    [] crate::PoolScheduler,
-    [] crate::RunLoopScheduler,
-    [D: crate::domain::MaybeDomain] crate::SingleThreadScheduler<D>,
-    [] crate::task::TaskScheduler,
-);
 
 #[cfg(test)]
 mod tests;
