@@ -78,36 +78,20 @@ pub unsafe trait Kernel<V, E>: Sync {
     unsafe fn call(&self, ready: Self::Ready, lo: usize, hi: usize) -> Result<(), E>;
 }
 
-/// The kernel of `bulk`: `f(i, &value)` for each index.
-pub struct BulkKernel<F> {
+/// The kernel of `bulk`: `f(i, &value)` for each index; with `EAGER`, the kernel of
+/// `bulk_unchunked` ([`BulkUnchunkedKernel`]), every index a job of its own.
+pub struct BulkKernel<F, const EAGER: bool = false> {
     f: F,
     shape: usize,
-}
-
-// SAFETY: calls only read the value through a shared reference.
-unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for BulkKernel<F> {
-    type Ready = *const V;
-    unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
-        (value, self.shape)
-    }
-    #[inline]
-    unsafe fn call(&self, value: *const V, lo: usize, hi: usize) -> Result<(), E> {
-        // SAFETY: the value is alive and only read while calls run.
-        let value = unsafe { &*value };
-        (lo..hi).try_for_each(|i| self.f.call(i, value))
-    }
 }
 
 /// The kernel of `bulk_unchunked`: `f(i, &value)`, every index a job of its own.
-pub struct BulkUnchunkedKernel<F> {
-    f: F,
-    shape: usize,
-}
+pub type BulkUnchunkedKernel<F> = BulkKernel<F, true>;
 
-// SAFETY: as for `BulkKernel`.
-unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync> Kernel<V, E> for BulkUnchunkedKernel<F> {
+// SAFETY: calls only read the value through a shared reference.
+unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync, const EAGER: bool> Kernel<V, E> for BulkKernel<F, EAGER> {
     type Ready = *const V;
-    const EAGER: bool = true;
+    const EAGER: bool = EAGER;
     unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
         (value, self.shape)
     }
@@ -161,15 +145,9 @@ unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> 
     }
 }
 
-impl<F> BulkKernel<F> {
+impl<F, const EAGER: bool> BulkKernel<F, EAGER> {
     pub(crate) fn new(f: F, shape: usize) -> Self {
         BulkKernel { f, shape }
-    }
-}
-
-impl<F> BulkUnchunkedKernel<F> {
-    pub(crate) fn new(f: F, shape: usize) -> Self {
-        BulkUnchunkedKernel { f, shape }
     }
 }
 
