@@ -15,6 +15,7 @@
 //! | `tree8`, `tree8_work_300ns` | an 8-ary tree of 2.4 M nodes, each summing its children through `when_all_iter` of `AnySender`s | `par_iter().map(..).sum()` over the children | |
 //! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain; the erased floor |
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
+//! | `tree1023` | chili's bench: 100 trees of 1023 nodes through `when_all`, awaited one after another by a `Task` on a worker | the same with `rayon::join` in one `install` | plain recursion |
 //!
 //! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
 //! recursion with every call erased, as our recursion erases every node: a block per
@@ -78,8 +79,8 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use rayon::prelude::*;
 use senders::{
     AnySender, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler, Sender, SenderExt, SenderTo,
-    StaticThreadPool, domain::NoDomain, just, pool::PoolOp, schedulers::NoScheduler, starts_on, sync_wait, when_all,
-    when_all_iter,
+    StaticThreadPool, Task, domain::NoDomain, just, pool::PoolOp, schedulers::NoScheduler, starts_on, sync_wait,
+    when_all, when_all_iter,
 };
 
 /// Workers in both pools.
@@ -92,6 +93,10 @@ const BULK_LEN: usize = 16 << 20;
 const TREE_DEPTH: u32 = 20;
 /// Argument of the `fib` benchmark.
 const FIB_N: u64 = 30;
+/// Depth of the `tree1023` benchmark (chili's): 1023 nodes.
+const TREE1023_DEPTH: u32 = 10;
+/// Trees per call of `tree1023`, run back to back from a worker.
+const TREE1023_REPEAT: u64 = 100;
 
 fn pools() -> (StaticThreadPool, rayon::ThreadPool) {
     let threads = paired::threads(THREADS);
@@ -1175,6 +1180,36 @@ fn tree(c: &mut Criterion) {
     );
 }
 
+/// chili's benchmark: a 1023-node tree without work, timed from a worker. Each call runs
+/// [`TREE1023_REPEAT`] trees back to back on the pool (ours: one `Task` on a worker
+/// awaiting each tree, whose `when_all`s fork there; rayon: one `install` looping
+/// `rayon::join` trees), so the trip onto the pool is paid once per hundred trees; and
+/// plain recursion, the yardstick (≤ 4× sequential).
+fn tree1023(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    let want = ((1u64 << TREE1023_DEPTH) - 1) * TREE1023_REPEAT;
+    let mut g = Group::new(c, "tree1023", 10);
+    g.bench("senders", || {
+        let trees = Task::<u64, Infallible>::new(async {
+            let mut sum = 0;
+            for _ in 0..TREE1023_REPEAT {
+                sum += tree_node(black_box(TREE1023_DEPTH)).await?;
+            }
+            Ok(sum)
+        });
+        assert_eq!(sync_wait(starts_on(sch.clone(), trees)).unwrap(), Some(want));
+    });
+    g.bench("rayon", || {
+        let sum = rpool.install(|| (0..TREE1023_REPEAT).map(|_| rayon_tree(black_box(TREE1023_DEPTH))).sum::<u64>());
+        assert_eq!(sum, want);
+    });
+    g.bench("sequential", || {
+        assert_eq!((0..TREE1023_REPEAT).map(|_| seq_tree(black_box(TREE1023_DEPTH))).sum::<u64>(), want)
+    });
+    g.finish();
+}
+
 fn fib(c: &mut Criterion) {
     recursion_group(
         c,
@@ -1247,7 +1282,7 @@ fn profile(spec: &str) {
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, bulk_small, nbody, tree8, tree, fib
+    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, bulk_small, nbody, tree8, tree, tree1023, fib
 }
 
 fn main() {
