@@ -7,6 +7,7 @@
 //! | `tree_spawn/work_300ns` | the same with ~300 ns of spinning per node | rayon as above; plain recursion | ≥ 1.85× faster than sequential |
 //! | `flat_spawn` | [`FLAT_N`] empty spawns from the main thread, then `join` | `in_place_scope` + `s.spawn`; `tokio::spawn` + awaiting the handles | ≥ 3× rayon's throughput |
 //! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
+//! | `let_scope_vec` | a tree laid out in a `Vec<Node>` through `let_async_scope`, the closures capturing `&[Node]` and an index | the same in a `CountingScope` over a leaked `'static` slice | ≤ 1.05× `CountingScope`'s time |
 //! | `let_scope/no_work`, `let_scope/work_300ns` | the tree through `let_async_scope` + `spawn` (borrowing the scheduler and the counters, not `'static`) | the `CountingScope` tree above; `rayon::join` recursion | no slower than `CountingScope` (≤ 1.05× its time, a speedup ≥ 0.95) |
 //!
 //! ```text
@@ -197,6 +198,73 @@ fn let_node<'s, 'e>(
 fn let_tree(sch: &PoolScheduler, iters: u64, count: Option<&Counts>) {
     let work = just(()).let_async_scope(|tk, ()| {
         spawn(let_node(tk, sch, TREE_DEPTH, iters, count), tk);
+    });
+    sync_wait(starts_on(sch.clone(), work)).unwrap();
+}
+
+/// A node of the trees laid out in an array (`vec_tree`, `let_vec_tree`): node `i`'s
+/// children are `2i + 1` and `2i + 2`, where they exist.
+#[derive(Clone, Copy)]
+struct Node {
+    weight: u64,
+}
+
+/// The array of a complete binary tree of [`TREE_NODES`] nodes.
+fn vec_nodes() -> Vec<Node> {
+    (0..TREE_NODES as u64).map(|weight| Node { weight }).collect()
+}
+
+/// One node of the array tree in a `CountingScope`: reads its node, spawns its children
+/// with closures that capture the (`'static`) slice and an index.
+fn vec_node(
+    sch: &'static PoolScheduler,
+    tk: CountingToken,
+    nodes: &'static [Node],
+    i: usize,
+    count: Option<&'static Counts>,
+) {
+    if let Some(c) = count {
+        c.visit(on_our_pool);
+    }
+    black_box(nodes[i].weight);
+    for child in [2 * i + 1, 2 * i + 2] {
+        if child < nodes.len() {
+            spawn(sch.schedule().then(move |()| vec_node(sch, tk, nodes, child, count)), tk);
+        }
+    }
+}
+
+fn vec_tree(sch: &'static PoolScheduler, nodes: &'static [Node], count: Option<&'static Counts>) {
+    let scope = CountingScope::new();
+    let tk = scope.token();
+    spawn(sch.schedule().then(move |()| vec_node(sch, tk, nodes, 0, count)), tk);
+    sync_wait(scope.join()).unwrap();
+}
+
+/// One node of the array tree in a `let_async_scope`: the slice is borrowed.
+fn let_vec_node<'s, 'e>(
+    tk: Token<'s, 'e>,
+    sch: &'s PoolScheduler,
+    nodes: &'s [Node],
+    i: usize,
+    count: Option<&'s Counts>,
+) -> impl Spawnable<Token<'s, 'e>> {
+    schedule(sch).then(move |()| {
+        if let Some(c) = count {
+            c.visit(on_our_pool);
+        }
+        black_box(nodes[i].weight);
+        for child in [2 * i + 1, 2 * i + 2] {
+            if child < nodes.len() {
+                spawn(let_vec_node(tk, sch, nodes, child, count), tk);
+            }
+        }
+    })
+}
+
+fn let_vec_tree(sch: &PoolScheduler, nodes: &[Node], count: Option<&Counts>) {
+    let work = just(()).let_async_scope(|tk, ()| {
+        spawn(let_vec_node(tk, sch, nodes, 0, count), tk);
     });
     sync_wait(starts_on(sch.clone(), work)).unwrap();
 }
@@ -597,6 +665,19 @@ fn let_scope(c: &mut Criterion) {
     }
 }
 
+/// The array-laid tree: `let_async_scope` (closures borrowing the slice) against
+/// `CountingScope` (a leaked `'static` slice), no work.
+fn let_scope_vec(c: &mut Criterion) {
+    let (_pool, sch, _rpool) = pools();
+    let nodes: &'static [Node] = Vec::leak(vec_nodes());
+    check("array tree, let_async_scope", TREE_NODES, |c| let_vec_tree(sch, nodes, Some(c)));
+    check("array tree, CountingScope", TREE_NODES, |c| vec_tree(sch, nodes, Some(c)));
+    let mut g = Group::new(c, "let_scope_vec");
+    g.bench("let_async_scope", || let_vec_tree(sch, nodes, None));
+    g.bench("counting_scope", || vec_tree(sch, nodes, None));
+    g.finish(&[Pair { ours: "let_async_scope", base: "counting_scope", target: Some(1.0 / 1.05) }]);
+}
+
 /// The spawn tree against its floor (`floor_node`) and `rayon::join`, without and with
 /// work per node: how much of the gap to `rayon::join` any spawn pays (`floor_*` ÷
 /// `rayon_join`), and how much is ours (`senders` ÷ `floor_count`).
@@ -637,13 +718,14 @@ fn spawn_floor(c: &mut Criterion) {
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope, spawn_floor
+    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope, let_scope_vec, spawn_floor
 }
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
 /// profilers. `what` is `tree`, `tree_single`, `tree_work`, `rayon_tree`, `flat`,
 /// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work`, `rayon_join_tree`,
-/// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work` or `floor_storage_tree`.
+/// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work`, `floor_storage_tree`,
+/// `vec_tree` or `let_vec_tree`.
 fn profile(spec: &str) {
     let mut parts = spec.split(':');
     let what = parts.next().unwrap_or("tree");
@@ -658,6 +740,8 @@ fn profile(spec: &str) {
             "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
             "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
             "let_tree" | "let_tree_work" => let_tree(sch, iters, None),
+            "vec_tree" => vec_tree(sch, vec_leaked(), None),
+            "let_vec_tree" => let_vec_tree(sch, vec_leaked(), None),
             "rayon_join_tree" | "rayon_join_tree_work" => rayon_join_tree(&rpool, iters, None),
             "floor_tree" | "floor_tree_work" => floor_tree::<true>(&rpool, iters, None),
             "floor_storage_tree" => floor_tree::<false>(&rpool, 0, None),
@@ -667,6 +751,12 @@ fn profile(spec: &str) {
         }
     }
     println!("{what} × {repeats}: {:?} per run", start.elapsed() / repeats.max(1) as u32);
+}
+
+/// The array tree's nodes, leaked once per process (for `profile`).
+fn vec_leaked() -> &'static [Node] {
+    static NODES: std::sync::OnceLock<&'static [Node]> = std::sync::OnceLock::new();
+    NODES.get_or_init(|| Vec::leak(vec_nodes()))
 }
 
 fn main() {
