@@ -153,6 +153,11 @@ impl WaitProbe {
         true
     }
 
+    /// Whether the sender has started.
+    pub fn started(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+    }
+
     /// Whether the sender saw a stop request while it was running.
     pub fn saw_stop(&self) -> bool {
         self.saw_stop.load(Ordering::SeqCst)
