@@ -12,9 +12,12 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
+use loom_common::TestEnv;
 use senders::domain::NoDomain;
 use senders::schedulers::NoScheduler;
 use senders::*;
+
+mod loom_common;
 
 /// What the model observes.
 #[derive(Default)]
@@ -28,13 +31,16 @@ struct Probe {
 }
 
 /// The final receiver: counts its completion and checks that no stop callback of the
-/// child is still running then (the operation may be freed as soon as it is called).
-struct Check(Arc<Probe>);
+/// child is still running then (the operation may be freed as soon as it is called). Its
+/// token can stop (its source is never asked to), so that `stop_when` merges it with the
+/// given one and forwards: under a token that cannot stop, `stop_when` would hand the
+/// child the given token itself, and the child may complete inside its request.
+struct Check(Arc<Probe>, TestEnv);
 
 impl Receiver<(), Infallible> for Check {
-    type Env = EmptyEnv;
-    fn env(&self) -> &EmptyEnv {
-        &EmptyEnv
+    type Env = TestEnv;
+    fn env(&self) -> &TestEnv {
+        &self.1
     }
     fn set_value(self, (): ()) {
         self.arrive();
@@ -193,7 +199,8 @@ fn run(finish_alone: bool) {
             })
         };
         let sndr = stop_when(Child { probe: probe.clone(), finish_alone, _borrow: PhantomData }, source.token());
-        let mut op = Box::pin(sndr.connect(Check(probe.clone())));
+        let parent = TestEnv(Arc::new(InplaceStopSource::new()));
+        let mut op = Box::pin(sndr.connect(Check(probe.clone(), parent)));
         // SAFETY: pinned in the box, started once, dropped only after it completed.
         unsafe { op.as_mut().start() };
         requester.join().unwrap();

@@ -1,5 +1,6 @@
-//! What the loom models of the joins share: a child whose completion the model delivers
-//! by hand, from any thread, and an environment with the parent's stop token.
+//! What the loom models share: a child whose completion the model delivers by hand, from
+//! any thread, and an environment with the parent's stop token.
+#![allow(dead_code)] // each model file uses part of it
 
 use std::marker::PhantomPinned;
 use std::pin::Pin;
@@ -11,7 +12,6 @@ use senders::schedulers::NoScheduler;
 use senders::{Env, InplaceStopSource, OperationState, Panic, Receiver, Sender, SenderTo, StopToken};
 
 /// How a [`Manual`] child completes when the model tells it to.
-#[allow(dead_code)] // each model uses some of them
 pub enum Outcome {
     Value(u32),
     Error(&'static str),
