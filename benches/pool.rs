@@ -41,7 +41,7 @@
 //!
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
-//! `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and
+//! `fib_latent` and `tree_latent` (latent forks on), `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and
 //! `rayon_tree8` (the 8-ary tree of depth `n`), `floor_fib`,
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
@@ -97,6 +97,13 @@ const FIB_N: u64 = 30;
 const TREE1023_DEPTH: u32 = 10;
 /// Trees per call of `tree1023`, run back to back from a worker.
 const TREE1023_REPEAT: u64 = 100;
+
+/// Our pool with latent forks on (`PoolBuilder::latent_forks`), to compare with the
+/// default in one run.
+fn latent_pool() -> StaticThreadPool {
+    let threads = paired::threads(THREADS);
+    StaticThreadPool::builder().num_threads(threads).latent_forks(true).build().expect("senders pool")
+}
 
 fn pools() -> (StaticThreadPool, rayon::ThreadPool) {
     let threads = paired::threads(THREADS);
@@ -893,15 +900,18 @@ fn tree8_nodes(d: u32) -> u64 {
 /// work at every node.
 fn tree8(c: &mut Criterion) {
     let (pool, rpool) = pools();
-    let sch = pool.scheduler();
+    let latent = latent_pool();
     let nodes = tree8_nodes(TREE8_DEPTH);
     for (name, work) in [("tree8", 0), ("tree8_work_300ns", work::calibrate(300.0))] {
         let mut g = Group::new(c, name, 10);
         g.group.throughput(Throughput::Elements(nodes));
-        g.bench("senders", || {
-            let v = sync_wait(starts_on(sch.clone(), tree8_node(TREE8_DEPTH, work))).unwrap();
-            assert_eq!(v, Some(nodes));
-        });
+        for (id, pool) in [("senders", &pool), ("senders_latent", &latent)] {
+            let sch = pool.scheduler();
+            g.bench(id, move || {
+                let v = sync_wait(starts_on(sch.clone(), tree8_node(TREE8_DEPTH, work))).unwrap();
+                assert_eq!(v, Some(nodes));
+            });
+        }
         g.bench("rayon", || assert_eq!(rpool.install(|| rayon_tree8(TREE8_DEPTH, work)), nodes));
         g.finish();
     }
@@ -1117,6 +1127,8 @@ struct Recursion {
 fn recursion_group(c: &mut Criterion, r: Recursion) {
     let (pool, rpool) = pools();
     let sch = pool.scheduler();
+    let latent = latent_pool();
+    let latent_sch = latent.scheduler();
     let name = r.name;
     let checked = Once::new();
     let check = || {
@@ -1128,6 +1140,7 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
             assert_eq!(rpool.install(r.floor_completion), r.want, "{name}: completion floor");
             assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
             assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
+            assert_eq!((r.senders)(&latent_sch), r.want, "{name}: senders, pool, latent forks");
         })
     };
 
@@ -1135,6 +1148,10 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     g.bench("senders", || {
         check();
         (r.senders)(&sch)
+    });
+    g.bench("senders_latent", || {
+        check();
+        (r.senders)(&latent_sch)
     });
     g.bench("rayon", || {
         check();
@@ -1189,8 +1206,8 @@ fn tree1023(c: &mut Criterion) {
     let (pool, rpool) = pools();
     let sch = pool.scheduler();
     let want = ((1u64 << TREE1023_DEPTH) - 1) * TREE1023_REPEAT;
-    let mut g = Group::new(c, "tree1023", 10);
-    g.bench("senders", || {
+    let latent = latent_pool();
+    let trees = |sch: &PoolScheduler| {
         let trees = Task::<u64, Infallible>::new(async {
             let mut sum = 0;
             for _ in 0..TREE1023_REPEAT {
@@ -1199,7 +1216,11 @@ fn tree1023(c: &mut Criterion) {
             Ok(sum)
         });
         assert_eq!(sync_wait(starts_on(sch.clone(), trees)).unwrap(), Some(want));
-    });
+    };
+    let mut g = Group::new(c, "tree1023", 10);
+    g.bench("senders", || trees(&sch));
+    let latent_sch = latent.scheduler();
+    g.bench("senders_latent", move || trees(&latent_sch));
     g.bench("rayon", || {
         let sum = rpool.install(|| (0..TREE1023_REPEAT).map(|_| rayon_tree(black_box(TREE1023_DEPTH))).sum::<u64>());
         assert_eq!(sum, want);
@@ -1243,12 +1264,16 @@ fn profile(spec: &str) {
     let repeats: usize = parts.next().and_then(|s| s.parse().ok()).unwrap_or(100);
     let (pool, rpool) = pools();
     let sch = pool.scheduler();
+    let latent = latent_pool();
+    let latent_sch = latent.scheduler();
     let start = Instant::now();
     let mut sum = 0;
     for _ in 0..repeats {
         sum += match what {
             "fib" => sync_wait(starts_on(sch.clone(), fib_node(n))).unwrap().unwrap(),
             "tree" => sync_wait(starts_on(sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
+            "fib_latent" => sync_wait(starts_on(latent_sch.clone(), fib_node(n))).unwrap().unwrap(),
+            "tree_latent" => sync_wait(starts_on(latent_sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
             "tree8" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 0))).unwrap().unwrap(),
             "rayon_tree8" => rpool.install(|| rayon_tree8(n as u32, 0)),

@@ -198,6 +198,24 @@ mod whole_pool {
         });
     }
 
+    /// (K) Latent forks: `when_all`s nested three deep on a worker of a pool that holds
+    /// its nested forks latent. The outermost fork is published; the nested ones are held
+    /// on the worker's private ring or, whenever the other worker has gone hungry (it
+    /// found nothing and may be asleep), published at a fork (the oldest held) or at a
+    /// join, and the worker is woken. Every value arrives once, whoever runs each child,
+    /// no fork is left behind when the operation completes, and the pool shuts down.
+    #[test]
+    fn latent_forks_nested_three_deep_are_run_or_published_to_a_hungry_worker() {
+        loom::model(|| {
+            let pool = StaticThreadPool::builder().num_threads(2).latent_forks(true).build().unwrap();
+            let inner = when_all((just(1u32), just(2u32))).then(|(a, b)| a + b);
+            let middle = when_all((inner, just(4u32))).then(|(a, b)| a + b);
+            let outer = when_all((middle, just(8u32))).then(|(a, b)| a + b);
+            assert_eq!(sync_wait(starts_on(pool.scheduler(), outer)).unwrap(), Some(15));
+            drop(pool);
+        });
+    }
+
     /// (I) `when_all` of a run-time number of children (a `Vec` of three) on a worker:
     /// children 1 and 2 are handed out as one range job, which whoever runs it splits
     /// (pushing child 2, starting child 1), while the first child runs inline; the count

@@ -1074,6 +1074,113 @@ macro_rules! tree {
     ($x:tt $($rest:tt)*) => { when_all((tree!($($rest)*), tree!($($rest)*))).then(add) };
 }
 
+/// A pool of two workers named `{prefix}-{i}` that holds its nested forks latent.
+fn latent_pool(prefix: &str) -> StaticThreadPool {
+    let prefix = prefix.to_owned();
+    StaticThreadPool::builder()
+        .num_threads(2)
+        .latent_forks(true)
+        .thread_name(move |i| format!("{prefix}-{i}"))
+        .build()
+        .unwrap()
+}
+
+/// A binary tree of `AnySender`s of depth `d` whose leaves spin for `leaf` and record
+/// the worker that ran them.
+fn recorded_tree(d: u32, leaf: Duration, ran: Arc<Mutex<HashSet<String>>>) -> AnySender<'static, usize> {
+    if d == 0 {
+        return just(())
+            .then(move |()| {
+                let t = Instant::now();
+                while t.elapsed() < leaf {
+                    std::hint::spin_loop();
+                }
+                ran.lock().unwrap().insert(thread_name().unwrap_or_default());
+                1
+            })
+            .boxed();
+    }
+    let r2 = ran.clone();
+    just(())
+        .let_value(move |()| when_all((recorded_tree(d - 1, leaf, ran), recorded_tree(d - 1, leaf, r2))).then(add))
+        .boxed()
+}
+
+#[test]
+fn latent_forks_reach_a_worker_that_goes_hungry_later() {
+    let _serial = serial();
+    let pool = latent_pool("hungry");
+    for _ in 0..3 {
+        let ran = Arc::new(Mutex::new(HashSet::new()));
+        // The outermost fork hands the other worker a trivial child: every fork of the
+        // big tree is nested, held latent while that worker is busy, and must be
+        // published once it is hungry (at a fork or a join), or it runs no leaf.
+        let tree = recorded_tree(8, Duration::from_micros(50), ran.clone());
+        let r = sync_wait(starts_on(pool.scheduler(), when_all((tree, just(0usize)))));
+        assert_eq!(r, Ok(Some((256, 0))));
+        let ran = ran.lock().unwrap();
+        assert_eq!(ran.len(), 2, "the leaves ran on {ran:?}: the hungry worker got no latent fork");
+    }
+}
+
+#[test]
+fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
+    let _serial = serial();
+    let pool = latent_pool("blocks");
+    let outside = SingleThreadContext::new();
+    for _ in 0..3 {
+        let b_busy = Arc::new(AtomicBool::new(false));
+        let y_ran = Arc::new(AtomicBool::new(false));
+        // The other worker is kept busy (the outermost fork's second child) while the
+        // first child forks `x` and `y`: `y` is then held latent. `x` blocks in
+        // `sync_wait` until `y` has run, which only the other worker can do, once it is
+        // free, if the blocking worker published `y` first.
+        let (b1, b2) = (b_busy.clone(), b_busy.clone());
+        let (y1, y2) = (y_ran.clone(), y_ran.clone());
+        let sch = outside.scheduler();
+        let x = just(()).then(move |()| {
+            let wait = sch.schedule().then(move |()| {
+                let t = Instant::now();
+                while !y1.load(Ordering::Acquire) && t.elapsed() < Duration::from_secs(10) {
+                    thread::yield_now();
+                }
+                y1.load(Ordering::Acquire)
+            });
+            (sync_wait(wait).unwrap().unwrap(), thread_name())
+        });
+        let y = just(()).then(move |()| {
+            y2.store(true, Ordering::Release);
+            thread_name()
+        });
+        let first = just(()).then(move |()| while !b1.load(Ordering::Acquire) {}).let_value(move |()| when_all((x, y)));
+        let busy = just(()).then(move |()| {
+            b2.store(true, Ordering::Release);
+            thread::sleep(Duration::from_millis(50));
+        });
+        let r = within(SAFETY_TIMEOUT, {
+            let sch = pool.scheduler();
+            move || sync_wait(starts_on(sch, when_all((first, busy))))
+        });
+        let (((y_seen, x_on), y_on), ()) = r.expect("deadlock").unwrap().unwrap();
+        assert!(y_seen, "the blocked worker's latent fork never ran");
+        assert_ne!(x_on, y_on, "the fork ran beside the blocked worker");
+    }
+}
+
+#[test]
+fn latent_and_published_forks_compute_the_same_trees_on_any_number_of_workers() {
+    for latent in [true, false] {
+        for n in [1, 2, 3, 8] {
+            let pool = StaticThreadPool::builder().num_threads(n).latent_forks(latent).build().unwrap();
+            let r = sync_wait(starts_on(pool.scheduler(), tree!(x x x x x x x x x x)));
+            assert_eq!(r, Ok(Some(1024)), "latent {latent}, {n} workers");
+            let ran = Arc::new(Mutex::new(HashSet::new()));
+            let r = sync_wait(starts_on(pool.scheduler(), recorded_tree(10, Duration::ZERO, ran)));
+            assert_eq!(r, Ok(Some(1024)), "latent {latent}, {n} workers, erased");
+        }
+    }
+}
+
 #[test]
 fn a_when_all_tree_of_256_leaves_sums_correctly_on_the_pool() {
     let pool = StaticThreadPool::new(2).unwrap();

@@ -154,7 +154,8 @@ impl StartPolicy for ForkOnPool {
                     last = push_children::<C, R>(worker, ops, mid, hi);
                     hi = mid;
                 }
-                let early = WhenAllShared::start_first_deferring(shared, || C::start_child(ops, 0));
+                let early =
+                    WhenAllShared::start_first_deferring(shared, || worker.in_first_child(|| C::start_child(ops, 0)));
                 let held = early + Self::HOLD;
                 if early == 1 && n == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
                     // Our own job is the only one it can be: the operation is alive, so
@@ -210,7 +211,7 @@ unsafe fn push_children<C: ConnectTuple<R>, R>(
         unsafe { JobRef::new(range.as_ptr(), ChildRange::<C, R>::run) }
     };
     let data = job.data();
-    worker.push_local(job);
+    worker.fork(job);
     data
 }
 

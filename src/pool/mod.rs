@@ -10,6 +10,7 @@
 //! | `registry.rs` | the shared state (queues, sleep, shutdown), the worker loop, and `RegistryRef`, the handle that keeps it alive |
 //! | `refs.rs` | the registry's reference count, sharded per worker |
 //! | `lane.rs` | deques of their own for outside threads that submit |
+//! | `latent.rs` | a worker's latent forks: held privately, published when another worker is hungry |
 //! | `sleep.rs` | idle workers' sleep and wake-up |
 //! | `deque.rs` | the work-stealing deques (crossbeam's, or a loom model) |
 //! | `global.rs` | the default pool |
@@ -45,6 +46,7 @@ mod domain;
 #[cfg(not(loom))]
 mod global;
 mod lane;
+mod latent;
 mod refs;
 mod registry;
 mod scheduler;
@@ -60,6 +62,16 @@ pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use registry::WorkerThread;
+
+/// Publishes the calling worker's latent forks (any pool's), if it is a worker: it is
+/// about to block, and only the other workers can run them meanwhile.
+pub(crate) fn publish_latent_forks() {
+    WorkerThread::with_current(|worker| {
+        if let Some(worker) = worker {
+            worker.publish_latent();
+        }
+    });
+}
 
 /// The old name of [`BulkKernel`].
 #[deprecated(since = "0.1.0", note = "renamed `BulkKernel`")]

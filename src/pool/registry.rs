@@ -9,6 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use super::deque::{Injector, Steal, Stealer, Worker};
 use super::lane::{self, LANES, Lane};
+use super::latent::LatentForks;
 use super::refs::Refs;
 use super::sleep::Sleep;
 use crate::job::JobRef;
@@ -53,10 +54,17 @@ pub(crate) struct Registry {
     exiting: Mutex<()>,
     /// How many handles ([`RegistryRef`]) keep this registry alive.
     pub(crate) refs: Refs,
+    /// Workers that looked for work and found none, and have not found any since
+    /// (spinning or asleep): while it is not zero, a fork is published rather than held
+    /// latent (see [`WorkerThread::fork`]). A hint, read and written `Relaxed`: no job
+    /// depends on it to run, only on whether a second worker helps.
+    hungry: CachePadded<AtomicUsize>,
+    /// Whether forks are held latent ([`PoolBuilder::latent_forks`](super::PoolBuilder::latent_forks)).
+    latent_forks: bool,
 }
 
 impl Registry {
-    pub(crate) fn new(stealers: Vec<Stealer<JobRef>>) -> Self {
+    pub(crate) fn new(stealers: Vec<Stealer<JobRef>>, latent_forks: bool) -> Self {
         let n = stealers.len();
         Registry {
             injector: Injector::new(),
@@ -69,6 +77,8 @@ impl Registry {
             id: lane::next_id(),
             exiting: Mutex::new(()),
             refs: Refs::new(n),
+            hungry: CachePadded::new(AtomicUsize::new(0)),
+            latent_forks,
         }
     }
 
@@ -297,6 +307,13 @@ pub(crate) struct WorkerThread {
     /// This worker's shard of the registry's reference count (`refs.rs`), null once
     /// this thread, dropping the pool from a job, has stopped counting there.
     refs_shard: Cell<*const AtomicUsize>,
+    /// The forks this worker holds unpublished (`latent.rs`).
+    latent: LatentForks,
+    /// Whether it holds forks latent at all (the pool's option, copied here).
+    latent_forks: bool,
+    /// First children of forks running nested on this worker's stack (see
+    /// [`in_first_child`](Self::in_first_child)).
+    fork_depth: Cell<u32>,
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
@@ -373,11 +390,96 @@ impl WorkerThread {
         self.push_local(job.tagged());
     }
 
-    /// Pops the job on top of this worker's deque if its data is `data` (a job this
-    /// worker pushed, still there: nobody stole it); otherwise leaves the deque as it
-    /// was.
+    /// Forks `job`. The outermost fork of the job this worker runs is published at once
+    /// (a long child that forks no more, as in `when_all` of two expensive leaves, can
+    /// only be shared here); a fork nested inside a first child is held latent, where
+    /// only this worker sees it, while no worker is hungry. When one is, the oldest
+    /// latent fork (the largest piece of work, since forks nest) is published instead
+    /// and `job` is held, or `job` itself if none is held. So a hungry worker finds one
+    /// more job to steal, and a fork that nobody needs costs no atomic
+    /// read-modify-write, no fence and no shared write.
+    #[inline]
+    pub(crate) fn fork(&self, job: JobRef) {
+        if self.latent_forks && self.fork_depth.get() != 0 {
+            return self.fork_latent(job);
+        }
+        self.push_local(job);
+    }
+
+    /// [`fork`](Self::fork) of a nested fork with latent forks on: out of line, so that
+    /// the default path inlines as small as before.
+    #[inline(never)]
+    fn fork_latent(&self, job: JobRef) {
+        if self.registry.hungry.load(Ordering::Relaxed) == 0 {
+            if let Some(oldest) = self.latent.push(job) {
+                self.push_local(oldest);
+            }
+        } else {
+            self.fork_for_the_hungry(job);
+        }
+    }
+
+    /// [`fork`](Self::fork) of a nested fork while a worker is hungry.
+    #[cold]
+    #[inline(never)]
+    fn fork_for_the_hungry(&self, job: JobRef) {
+        let published = match self.latent.take_oldest() {
+            Some(oldest) => {
+                let evicted = self.latent.push(job);
+                debug_assert!(evicted.is_none(), "one fork was just taken out: the ring has room");
+                oldest
+            }
+            None => job,
+        };
+        self.push_local(published);
+    }
+
+    /// Runs `f`, the first child of a fork, which runs inline on this worker: forks it
+    /// makes are nested, and may be held latent.
+    #[inline]
+    pub(crate) fn in_first_child<T>(&self, f: impl FnOnce() -> T) -> T {
+        let depth = self.fork_depth.get();
+        self.fork_depth.set(depth + 1);
+        let out = f();
+        self.fork_depth.set(depth);
+        out
+    }
+
+    /// Publishes every latent fork, oldest first: before this worker blocks (a
+    /// `sync_wait` or a run loop on a worker), when only other workers can run them.
+    pub(crate) fn publish_latent(&self) {
+        while let Some(job) = self.latent.take_oldest() {
+            self.push_local(job);
+        }
+    }
+
+    /// Takes back the newest fork if its data is `data` (a job this worker forked, still
+    /// latent or on top of its deque: nobody stole it); otherwise leaves both as they
+    /// were, but for publishing the oldest latent fork if a worker is hungry.
     #[inline]
     pub(crate) fn take_back(&self, data: *const ()) -> Option<JobRef> {
+        if self.latent_forks {
+            return self.take_back_latent(data);
+        }
+        self.take_back_published(data)
+    }
+
+    /// [`take_back`](Self::take_back) with latent forks on: out of line, as
+    /// [`fork_latent`](Self::fork_latent).
+    #[inline(never)]
+    fn take_back_latent(&self, data: *const ()) -> Option<JobRef> {
+        if self.registry.hungry.load(Ordering::Relaxed) != 0 && self.join_for_the_hungry(data) {
+            return None;
+        }
+        if let Some(job) = self.latent.pop_if(data) {
+            return Some(job);
+        }
+        self.take_back_published(data)
+    }
+
+    /// [`take_back`](Self::take_back) from the top of the deque.
+    #[inline]
+    fn take_back_published(&self, data: *const ()) -> Option<JobRef> {
         let job = self.deque.pop()?;
         if job.data() == data {
             return Some(job);
@@ -386,6 +488,19 @@ impl WorkerThread {
         // put it back, announced as any push is.
         self.push_local(job);
         None
+    }
+
+    /// A join is the other point where latent forks are published: a worker went hungry
+    /// since the fork, whose first child forked no more (a leaf). Publishes the oldest
+    /// latent fork; returns whether that was the one to take back, which then stays
+    /// published and this worker goes on without it.
+    #[cold]
+    #[inline(never)]
+    fn join_for_the_hungry(&self, data: *const ()) -> bool {
+        let Some(oldest) = self.latent.take_oldest() else { return false };
+        let ours = oldest.data() == data;
+        self.push_local(oldest);
+        ours
     }
 
     /// The jobs on this worker's own deque, for white-box tests.
@@ -439,6 +554,9 @@ impl WorkerThread {
     /// prologue and epilogue.
     #[inline]
     fn find_work(&self) -> Option<JobRef> {
+        if let Some(job) = self.latent.pop() {
+            return Some(job);
+        }
         match self.deque.pop() {
             Some(job) => Some(job),
             None => self.find_work_elsewhere(),
@@ -476,6 +594,7 @@ impl WorkerThread {
     /// Runs jobs until the pool terminates and no work is left anywhere.
     pub(crate) fn main_loop(registry: RegistryRef, index: usize, deque: Worker<JobRef>) {
         let refs_shard: *const AtomicUsize = registry.refs.shard(index);
+        let latent_forks = registry.latent_forks;
         let worker = WorkerThread {
             index,
             registry,
@@ -484,14 +603,29 @@ impl WorkerThread {
             fresh: Cell::new(false),
             taken_back: Cell::new(0),
             refs_shard: Cell::new(refs_shard),
+            latent: LatentForks::new(),
+            latent_forks,
+            fork_depth: Cell::new(0),
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
         let _shard = crate::scope::shard_index::claim();
+        // Whether this worker counts itself in `hungry`: from its first look that found
+        // nothing to the next that finds a job.
+        let mut hungry = false;
+        let run = |job: JobRef, hungry: &mut bool| {
+            if std::mem::take(hungry) {
+                worker.registry.hungry.fetch_sub(1, Ordering::Relaxed);
+            }
+            run_job(job, Some(&worker));
+        };
         loop {
             if let Some(job) = worker.find_work() {
-                run_job(job, Some(&worker));
+                run(job, &mut hungry);
                 continue;
+            }
+            if !std::mem::replace(&mut hungry, true) {
+                worker.registry.hungry.fetch_add(1, Ordering::Relaxed);
             }
             let mut found = None;
             for round in 0..SPIN_ROUNDS {
@@ -509,7 +643,7 @@ impl WorkerThread {
                 }
             }
             if let Some(job) = found {
-                run_job(job, Some(&worker));
+                run(job, &mut hungry);
                 continue;
             }
             if worker.registry.terminating.load(Ordering::SeqCst) {
@@ -525,7 +659,7 @@ impl WorkerThread {
                 };
                 match found {
                     Some(job) => {
-                        run_job(job, Some(&worker));
+                        run(job, &mut hungry);
                         continue;
                     }
                     None => break,
@@ -533,6 +667,9 @@ impl WorkerThread {
             }
             let registry = &worker.registry;
             registry.sleep.sleep(index, || registry.has_work());
+        }
+        if hungry {
+            worker.registry.hungry.fetch_sub(1, Ordering::Relaxed);
         }
         CURRENT.with(|c| c.set(ptr::null()));
     }

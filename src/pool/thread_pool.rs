@@ -53,6 +53,7 @@ pub struct PoolBuilder {
     pub(super) name: Option<NameFn>,
     pin: bool,
     stack_size: usize,
+    latent_forks: bool,
 }
 
 /// The default stack size of a worker thread. Operation states live inline and deep
@@ -66,6 +67,7 @@ impl fmt::Debug for PoolBuilder {
             .field("num_threads", &self.num_threads)
             .field("pin", &self.pin)
             .field("stack_size", &self.stack_size)
+            .field("latent_forks", &self.latent_forks)
             .finish()
     }
 }
@@ -98,6 +100,31 @@ impl PoolBuilder {
         self
     }
 
+    /// Whether a fork-join on a worker (`when_all`'s children) holds its nested forks
+    /// *latent*: on the worker's private ring, published for stealing only when another
+    /// worker is hungry (seen at the worker's next fork or join) or this one is about to
+    /// block in a run loop (`sync_wait`). The outermost fork of each job is always
+    /// published. Off by default: every fork then goes on the worker's deque at once,
+    /// as `rayon::join` does. The switch exists to compare the two in one run
+    /// (`benches/pool.rs`); DESIGN.md §6.2 has the numbers.
+    ///
+    /// With latent forks, a first child that blocks its worker in code of its own (a
+    /// lock, a channel) until a nested sibling has run waits until a fork or join of
+    /// that worker publishes the sibling; nothing else does.
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait, when_all};
+    /// let pool = StaticThreadPool::builder().num_threads(2).latent_forks(true).build()?;
+    /// let sch = pool.scheduler();
+    /// let both = when_all((schedule(&sch).then(|()| 1), schedule(&sch).then(|()| 2)));
+    /// assert_eq!(sync_wait(both).unwrap(), Some((1, 2)));
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
+    pub fn latent_forks(mut self, latent: bool) -> Self {
+        self.latent_forks = latent;
+        self
+    }
+
     /// Starts the workers.
     pub fn build(self) -> Result<StaticThreadPool, BuildError> {
         let n = self.num_threads.unwrap_or_else(num_cpus::get);
@@ -105,7 +132,7 @@ impl PoolBuilder {
             return Err(BuildError::ZeroThreads);
         }
         let deques: Vec<Worker<JobRef>> = (0..n).map(|_| Worker::new_lifo()).collect();
-        let registry = RegistryRef::new(Registry::new(deques.iter().map(Worker::stealer).collect()));
+        let registry = RegistryRef::new(Registry::new(deques.iter().map(Worker::stealer).collect(), self.latent_forks));
         let cores = if self.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
         let mut name = self.name.unwrap_or_else(|| Box::new(|i| format!("senders-worker-{i}")));
         let mut threads = Vec::with_capacity(n);
@@ -162,7 +189,7 @@ impl fmt::Debug for StaticThreadPool {
 impl StaticThreadPool {
     /// A builder with the defaults: one thread per logical CPU, unpinned.
     pub fn builder() -> PoolBuilder {
-        PoolBuilder { num_threads: None, name: None, pin: false, stack_size: DEFAULT_STACK_SIZE }
+        PoolBuilder { num_threads: None, name: None, pin: false, stack_size: DEFAULT_STACK_SIZE, latent_forks: false }
     }
 
     /// A pool with `n` workers and default settings.

@@ -275,6 +275,9 @@ impl RunLoop {
                 q = lock(&inner.queue);
                 continue;
             }
+            // On a pool worker, what this loop waits for may be a fork the worker holds
+            // latent: hand them all to the other workers before blocking.
+            crate::pool::publish_latent_forks();
             q = match inner.ready.wait(q) {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
