@@ -702,7 +702,7 @@ fn a_panic_in_the_drop_of_a_written_answer_becomes_the_completion() {
 
 #[test]
 fn a_panic_in_a_discarded_drop_on_the_pool_reaches_the_caller_and_the_worker_survives() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let sch = pool.scheduler();
     let source = InplaceStopSource::new();
     source.request_stop();
@@ -715,7 +715,7 @@ fn a_panic_in_a_discarded_drop_on_the_pool_reaches_the_caller_and_the_worker_sur
 
 #[test]
 fn bulk_drops_a_value_it_does_not_deliver_before_completing_on_and_off_the_pool() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     fn failing<T>(i: usize, _: &T) -> Result<(), i32> {
         if i == 5_000 { Err(1) } else { Ok(()) }

@@ -22,7 +22,7 @@ fn value_error_stopped_and_panic_pass_through() {
 
 #[test]
 fn a_collection_of_different_senders() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let all: Vec<AnySender<'static, u32>> = vec![
         just(1).boxed(),
@@ -109,7 +109,7 @@ where
 #[test]
 fn with_a_scheduler_type_early_customization_survives_erasure() {
     static HITS: AtomicUsize = AtomicUsize::new(0);
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     // The pool's `when_all` is chosen when the sender is built (the `AnySender`'s domain
     // is the pool's); it is connected under `starts_on` so the environment has the pool's
     // scheduler type, as the erased receiver requires.
@@ -124,7 +124,7 @@ fn the_environment_is_forwarded_through_erasure() {
     impl Query for Tenant {
         type Value = u32;
     }
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let inner = read_env(GetScheduler).then(|s: PoolScheduler| s);
     let erased: AnySender<'static, PoolScheduler, Infallible, PoolScheduler> = AnySender::new(inner);
@@ -192,7 +192,7 @@ fn a_ready_value_is_delivered_and_dropped_once_on_every_path() {
     drop(got);
     assert_eq!(drops.load(Ordering::SeqCst), 3);
     // In a `when_all` on the pool, as the leaves of a recursion are.
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let both = when_all((just(DropCounter(drops.clone())).boxed(), just(2u8).boxed())).then(|(c, n)| {
         drop(c);
         n
@@ -216,7 +216,7 @@ fn a_panic_in_the_erased_senders_connect_is_delivered() {
     let msg = panic_message(|| sync_wait(PanicsInConnect.boxed()));
     assert_eq!(msg, "connect panicked");
     // The pool still works after the same happens on a worker.
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let msg = panic_message(|| sync_wait(starts_on(pool.scheduler(), PanicsInConnect.boxed())));
     assert_eq!(msg, "connect panicked");
     assert_eq!(sync_wait(starts_on(pool.scheduler(), just(5).boxed())).unwrap(), Some(5));
@@ -227,7 +227,7 @@ fn a_panic_in_the_erased_senders_connect_is_delivered() {
 /// environment), as erasure requires. This did not compile before.
 #[test]
 fn an_erased_sender_before_continues_on_and_pool_bulk() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let hop = just(1).boxed().continues_on(sch.clone()).boxed();
     assert_eq!(sync_wait(hop).unwrap(), Some(1));
@@ -267,7 +267,7 @@ fn bump_all<'a>(sch: &'a PoolScheduler, items: &'a mut [Item]) -> AnySender<'a, 
 
 #[test]
 fn closures_over_a_mutable_slice_of_send_but_not_sync_items_box() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let mut items: Vec<Item> = (0..1000).map(|i| Item(i, std::marker::PhantomData)).collect();
     assert_eq!(sync_wait(bump_all(&sch, &mut items)), Ok(Some(1000)));

@@ -198,7 +198,7 @@ fn zero_threads_is_an_error() {
 #[test]
 fn dropping_a_pool_from_its_own_worker_runs_all_queued_work() {
     const JOBS: usize = 200;
-    let pool = Arc::new(Mutex::new(Some(StaticThreadPool::new(2).unwrap())));
+    let pool = Arc::new(Mutex::new(Some(common::pool(2))));
     let sch = pool.lock().unwrap().as_ref().unwrap().scheduler();
     let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..JOBS).map(|_| AtomicUsize::new(0)).collect());
     let scope = SimpleCountingScope::new();
@@ -231,7 +231,7 @@ fn dropping_a_pool_from_its_own_worker_runs_all_queued_work() {
 #[test]
 fn dropping_a_pool_with_queued_and_running_work_loses_nothing() {
     const QUEUED: usize = 100;
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let sch = pool.scheduler();
     let scope = SimpleCountingScope::new();
     let gate = Arc::new(Gate::default());
@@ -294,7 +294,7 @@ fn bulk_with_zero_shape_runs_nothing_and_passes_the_value() {
 
 #[test]
 fn bulk_with_zero_shape_on_the_pool_runs_nothing_and_passes_the_value() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let v = sync_wait(schedule(&pool.scheduler()).then(|()| 7).bulk(0, |_, _: &i32| no_iteration()));
     assert_eq!(v.unwrap(), Some(7));
 }
@@ -329,7 +329,7 @@ fn each_bulk_form<E: Send>(
 
 #[test]
 fn every_bulk_form_with_zero_shape_runs_nothing_and_passes_the_value() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for on in [None, Some(&pool)] {
         let r = each_bulk_form::<Infallible>(on, 0, |_, _| {
             no_iteration();
@@ -341,7 +341,7 @@ fn every_bulk_form_with_zero_shape_runs_nothing_and_passes_the_value() {
 
 #[test]
 fn every_bulk_form_with_a_huge_shape_fails_fast_with_an_early_error() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let start = Instant::now();
     for on in [None, Some(&pool)] {
         let r = each_bulk_form(on, usize::MAX, |i, _| if i >= 3 { Err(i) } else { Ok(()) });
@@ -358,7 +358,7 @@ fn every_bulk_form_with_a_huge_shape_fails_fast_with_an_early_error() {
 #[test]
 fn every_bulk_form_with_a_huge_shape_stops_under_a_stop_request() {
     const FAR: usize = 1 << 20;
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let start = Instant::now();
     for on in [None, Some(&pool)] {
         let r = each_bulk_form(on, usize::MAX, |i, source| {
@@ -392,7 +392,7 @@ fn bulk_shape_larger_than_the_data_delivers_the_index_panic() {
 
 #[test]
 fn bulk_shape_larger_than_the_data_on_the_pool_delivers_the_index_panic() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let msg = panic_message(|| {
         sync_wait(schedule(&pool.scheduler()).then(|()| vec![1u8; 100]).bulk(100_000, |i, v: &Vec<u8>| {
             assert!(v[i] > 0);
@@ -433,7 +433,7 @@ fn bulk_each_with_a_panicking_as_mut_delivers_the_panic() {
 
 #[test]
 fn bulk_each_with_a_panicking_as_mut_on_the_pool_delivers_the_panic() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sndr = schedule(&pool.scheduler()).then(|()| PanickyAsMut).bulk_each(|_, _: &mut u32| ());
     fn type_name_of<T>(_: &T) -> &'static str {
         std::any::type_name::<T>()
@@ -514,7 +514,7 @@ fn join_twice_in_sequence_completes_both_and_delivers_the_panic_once() {
 
 #[test]
 fn join_twice_at_once_completes_both() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let scope = SimpleCountingScope::new();
     let gate = Arc::new(Gate::default());
     let g = gate.clone();
@@ -593,7 +593,7 @@ fn a_panicking_connect_at_the_root_unwinds_to_the_caller() {
 #[test]
 fn a_panicking_scheduler_in_the_join_hop_is_delivered_and_the_join_completes() {
     for fault in [Fault::Schedule, Fault::Connect] {
-        let pool = StaticThreadPool::new(1).unwrap();
+        let pool = common::pool(1);
         let scope = SimpleCountingScope::new();
         let gate = Arc::new(Gate::default());
         let g = gate.clone();
@@ -652,7 +652,7 @@ fn a_panicking_scheduler_in_let_async_scopes_final_hop_is_delivered() {
 
 #[test]
 fn a_panicking_scheduler_when_a_task_resumes_is_delivered() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     for (fault, expected) in [
         (Fault::IsCurrent, "faulty is_current"),
         (Fault::Schedule, "faulty schedule"),
@@ -759,7 +759,7 @@ fn run_child(test: &str) -> (Option<i32>, String) {
 #[test]
 fn a_panicking_receiver_aborts_with_a_message() {
     if std::env::var_os(CHILD_VAR).is_some() {
-        let pool = StaticThreadPool::new(1).unwrap();
+        let pool = common::pool(1);
         let mut op = Box::pin(schedule(&pool.scheduler()).connect(PanickingReceiver));
         // SAFETY: the operation is pinned in its box and kept alive (leaked below) until
         // it completes; it is started once.
@@ -780,7 +780,7 @@ fn a_panicking_connect_inside_another_start_is_delivered() {
     // it) its child, `let_value` and `continues_on` their predecessor: a panic there
     // completes the operation with it, inline and on the pool, and the scope's count
     // balances.
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = FaultyScheduler::new(Fault::Connect, 0);
     assert_eq!(panic_message(|| sync_wait(when_all((schedule(&sch), just(1))))), "faulty connect");
     assert_eq!(panic_message(|| sync_wait(when_all((just(1), schedule(&sch))))), "faulty connect");

@@ -63,7 +63,7 @@ fn pool_work_is_awaited_from_tokio_tasks() {
 
 #[test]
 fn dropping_the_future_requests_stop_and_the_operation_finishes_safely() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let started = Arc::new(AtomicBool::new(false));
     let saw_stop = Arc::new(AtomicUsize::new(0));
@@ -101,7 +101,7 @@ fn dropping_an_unpolled_future_never_starts_the_sender() {
 
 #[test]
 fn a_leaked_future_leaks_memory_but_the_operation_completes() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
     let mut fut =
@@ -189,7 +189,7 @@ impl Drop for Forever {
 
 #[test]
 fn a_stop_request_drops_the_future_at_its_next_poll_and_completes_stopped() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let source = InplaceStopSource::new();
     let dropped = Arc::new(AtomicBool::new(false));
     let polls = Arc::new(AtomicUsize::new(0));
@@ -253,7 +253,7 @@ fn a_future_that_wakes_itself_during_poll_is_polled_again_without_recursion() {
 
 #[test]
 fn the_two_bridges_compose() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let rt = tokio_rt();
     let _guard = rt.enter();

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[test]
 fn bulk_each_mutates_every_element_in_parallel_early_and_late() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let v: Vec<f64> = (0..100_000).map(|i| i as f64).collect();
     let out = sync_wait(pool.scheduler().schedule().then(move |()| v).bulk_each(|i, x: &mut f64| {
         assert_eq!(*x, i as f64);
@@ -27,7 +27,7 @@ fn bulk_each_mutates_every_element_in_parallel_early_and_late() {
 
 #[test]
 fn bulk_each_error_panic_and_stop_paths() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let v = vec![0u32; 50_000];
     let r = sync_wait(starts_on(
         pool.scheduler(),

@@ -105,6 +105,7 @@ fn two_expensive_items_run_on_both_workers() {
 #[test]
 fn a_large_cheap_bulk_is_not_split_below_useful_chunks() {
     let _serial = serial();
+    // Two workers exactly: how far the bulk splits depends on how many steal.
     let pool = StaticThreadPool::new(2).unwrap();
     const N: usize = 1 << 22;
     let chunks = Mutex::new(Vec::new());
@@ -230,7 +231,7 @@ fn all_once(hits: &[AtomicUsize]) -> bool {
 
 #[test]
 fn every_form_visits_every_index_once_with_the_value() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for n in [0, 1, 2, 3, 17, 1024, 1025, 100_000] {
         for form in FORMS {
             // `bulk_unchunked` makes a job of every index: keep it to smaller shapes.
@@ -254,7 +255,7 @@ fn every_form_visits_every_index_once_with_the_value() {
 #[test]
 fn every_form_completes_with_an_error_and_stops_the_rest() {
     let _serial = serial();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     const N: usize = 20_000;
     for form in FORMS {
         for on in placements(&pool) {
@@ -272,7 +273,7 @@ fn every_form_completes_with_an_error_and_stops_the_rest() {
 #[test]
 fn every_form_delivers_a_panic_and_the_pool_survives() {
     quiet_panics();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for form in FORMS {
         for on in placements(&pool) {
             let msg = panic_message(|| {
@@ -289,7 +290,7 @@ fn every_form_delivers_a_panic_and_the_pool_survives() {
 
 #[test]
 fn every_form_completes_stopped_under_a_stop_request_made_before_or_while_it_runs() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for form in FORMS {
         for on in placements(&pool) {
             let before = InplaceStopSource::new();

@@ -69,7 +69,7 @@ fn every_call_reaches_the_same_pool() {
     let mine = std::ptr::from_ref(default_pool()) as usize;
     assert!(pools.iter().all(|&p| p == mine), "{pools:?} vs {mine}");
     // A pool built by hand is another pool.
-    let own = StaticThreadPool::new(1).unwrap();
+    let own = common::pool(1);
     assert_ne!(own.scheduler(), parallel_scheduler());
 }
 

@@ -29,7 +29,7 @@ fn slow_add(n: &AtomicUsize) -> impl FnOnce(()) + Send + '_ {
 
 #[test]
 fn completes_with_the_returned_value_after_all_spawned_work() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let n = AtomicUsize::new(0);
     let (sch_ref, n_ref) = (&sch, &n);
@@ -56,7 +56,7 @@ fn a_unit_function_means_just_unit() {
 
 #[test]
 fn spawned_work_borrows_the_scoped_value_and_the_callers_stack() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let total = Mutex::new(0u64); // the caller's stack
     let total_ref = &total;
@@ -82,7 +82,7 @@ fn the_value_may_be_mutated_by_the_function_before_work_borrows_it() {
 
 #[test]
 fn nested_spawns_at_any_depth_and_from_token_copies_are_joined() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let n = AtomicUsize::new(0);
     let (sch, n_ref) = (&sch, &n);
@@ -108,7 +108,7 @@ fn nested_spawns_at_any_depth_and_from_token_copies_are_joined() {
 
 #[test]
 fn the_returned_sender_is_part_of_the_join_and_may_be_a_spawn_future() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let v = sync_wait(just(21).let_async_scope(|tk, x| {
         let x: &i32 = x;
@@ -163,7 +163,7 @@ fn predecessor_error_stopped_and_panic_pass_through_without_calling_the_function
 #[test]
 fn p3296_two_spawned_errors_exactly_one_reaches_sync_wait() {
     for _ in 0..50 {
-        let pool = StaticThreadPool::new(2).unwrap();
+        let pool = common::pool(2);
         let sch = pool.scheduler();
         let r = sync_wait(just(()).with_error::<&'static str>().let_async_scope(|tk, ()| {
             spawn(schedule(&sch).with_error::<&'static str>().let_value(|()| just_error::<(), _>("foo")), tk);
@@ -185,7 +185,7 @@ fn the_returned_value_is_discarded_when_spawned_work_fails() {
 
 #[test]
 fn an_error_of_the_returned_sender_completes_the_scope_after_the_join() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let n = AtomicUsize::new(0);
     let (sch_ref, n_ref) = (&sch, &n);
@@ -219,7 +219,7 @@ fn spawned_errors_convert_into_the_scope_error() {
 
 #[test]
 fn an_error_requests_stop_on_the_other_outstanding_work() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let probe = WaitProbe::default();
     let probe_ref = &probe;
@@ -238,7 +238,7 @@ fn an_error_requests_stop_on_the_other_outstanding_work() {
 
 #[test]
 fn a_panicking_function_still_joins_the_work_it_spawned_then_resumes_the_panic() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let n = AtomicUsize::new(0);
     let (sch_ref, n_ref) = (&sch, &n);
@@ -263,7 +263,7 @@ fn a_panicking_function_still_joins_the_work_it_spawned_then_resumes_the_panic()
 
 #[test]
 fn a_panic_in_spawned_work_is_delivered_and_the_workers_survive() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let probe = WaitProbe::default();
     let probe_ref = &probe;
@@ -300,7 +300,7 @@ fn a_panic_wins_over_an_error() {
 
 #[test]
 fn an_outer_stop_request_reaches_nested_work_which_may_still_spawn_cleanup() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let source = InplaceStopSource::new();
     let probe = WaitProbe::default();
@@ -365,7 +365,7 @@ fn spawned_work_sees_the_outer_scheduler_and_user_queries() {
     impl Query for Tenant {
         type Value = &'static str;
     }
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let seen = Mutex::new(Vec::new());
     let (seen_ref, sch_ref) = (&seen, &sch);
@@ -419,7 +419,7 @@ fn process<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, t: &'s Tree) -> im
 
 #[test]
 fn p3149_let_async_scope_with_spawn_visits_a_borrowed_tree_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let tree = make_tree(14);
     let (tree_ref, sch_ref) = (&tree, &sch);
@@ -448,7 +448,7 @@ fn process_future<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, t: &'s Tree
 
 #[test]
 fn p3149_let_async_scope_with_spawn_future_visits_a_borrowed_tree_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let tree = make_tree(12);
     let (tree_ref, sch_ref) = (&tree, &sch);
@@ -474,7 +474,7 @@ fn p3149_counting_scope_variant_visits_every_node_once() {
             t.visits.fetch_add(1, Ordering::Relaxed);
         })
     }
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let tree: &'static Tree = Box::leak(Box::new(make_tree(14)));
     spawn(process_counting(pool.scheduler(), scope.token(), tree), scope.token());
@@ -509,7 +509,7 @@ fn spawnable_return_types_work_for_counting_tokens_too() {
 
 #[test]
 fn many_scopes_in_a_row_recycle_their_cores() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let n = AtomicUsize::new(0);
     let (sch_ref, n_ref) = (&sch, &n);
@@ -530,7 +530,7 @@ fn many_scopes_in_a_row_recycle_their_cores() {
 #[test]
 fn a_let_scope_spawned_into_a_counting_scope_completes_inline_without_a_scheduler() {
     static HITS: AtomicUsize = AtomicUsize::new(0);
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let scope = CountingScope::new();
     // The spawned work's environment has no scheduler: the let-scope completes on the
@@ -548,7 +548,7 @@ fn a_let_scope_spawned_into_a_counting_scope_completes_inline_without_a_schedule
 
 #[test]
 fn nested_let_scopes_borrow_the_outer_value() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let sum = AtomicUsize::new(0);
     let (sch, sum_ref) = (&sch, &sum);
@@ -623,7 +623,7 @@ fn discarded_spawned_work_drops_its_borrows_before_the_scope_ends() {
     // One worker, held by a first job while the guarded work queues behind it; stop is
     // requested before the worker is released, so the worker completes the queued work
     // stopped and `then` discards its function (and the guard) there.
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let sch = pool.scheduler();
     let source = InplaceStopSource::new();
     let release = AtomicBool::new(false);

@@ -508,9 +508,7 @@ struct Contexts {
 
 fn contexts() -> &'static Mutex<Contexts> {
     static CTX: OnceLock<Mutex<Contexts>> = OnceLock::new();
-    CTX.get_or_init(|| {
-        Mutex::new(Contexts { pool: StaticThreadPool::new(2).expect("pool"), single: SingleThreadContext::new() })
-    })
+    CTX.get_or_init(|| Mutex::new(Contexts { pool: common::pool(2), single: SingleThreadContext::new() }))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -475,7 +475,7 @@ fn process<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, t: &'s Tree) -> im
 
 #[test]
 fn either_sender_in_a_recursive_tree_on_the_pool_visits_each_node_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let tree = make_tree(12);
     let (tree_ref, sch_ref) = (&tree, &sch);
@@ -488,7 +488,7 @@ fn either_sender_in_a_recursive_tree_on_the_pool_visits_each_node_once() {
 
 #[test]
 fn either_sender_keeps_pointer_based_children_pinned_in_place() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let ctx = SingleThreadContext::with_name("either-pin");
     for i in 0..200u64 {
         // Both sides hold operations whose children point into them (`when_all`,

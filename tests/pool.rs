@@ -221,8 +221,8 @@ fn schedule_from_inside_a_worker_completes_on_a_worker() {
 
 #[test]
 fn schedulers_of_the_same_pool_are_equal() {
-    let a = StaticThreadPool::new(1).unwrap();
-    let b = StaticThreadPool::new(1).unwrap();
+    let a = common::pool(1);
+    let b = common::pool(1);
     assert_eq!(a.scheduler(), a.scheduler());
     assert_eq!(a.scheduler(), a.scheduler().clone());
     assert_ne!(a.scheduler(), b.scheduler());
@@ -231,7 +231,7 @@ fn schedulers_of_the_same_pool_are_equal() {
 #[test]
 fn many_schedules_from_outside_all_complete() {
     let _serial = serial();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let count = AtomicUsize::new(0);
     // 4 submitting threads, each 25,000 `schedule()`s, waited one by one.
     thread::scope(|s| {
@@ -252,7 +252,7 @@ fn many_schedules_from_outside_all_complete() {
 
 #[test]
 fn schedule_under_a_stop_request_completes_stopped() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let source = InplaceStopSource::new();
     source.request_stop();
     let ran = AtomicBool::new(false);
@@ -507,7 +507,7 @@ fn dropping_the_pool_runs_the_work_already_queued() {
 
 #[test]
 fn scheduling_after_the_pool_is_dropped_completes_stopped() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     assert_eq!(sync_wait(sch.schedule()), Ok(Some(())));
     drop(pool);
@@ -522,7 +522,7 @@ fn scheduling_after_the_pool_is_dropped_completes_stopped() {
 
 #[test]
 fn dropping_the_pool_while_others_submit_completes_every_submission() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let ran = Arc::new(AtomicUsize::new(0));
     let mut submitters = Vec::new();
     for _ in 0..3 {
@@ -743,7 +743,7 @@ fn default_bulk_runs_sequentially_on_the_calling_thread() {
 
 #[test]
 fn pool_bulk_visits_every_index_once_for_shapes_around_the_split_size() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for n in [1, 2, 1023, 1024, 1025, 2048, 2049, 4097, 65_537] {
         for on in placements(&pool) {
             let out = run_bulk::<_, Infallible, _>(on, None, Hits::new(n, 7), n, |i, h: &Hits| {
@@ -760,7 +760,7 @@ fn pool_bulk_visits_every_index_once_for_shapes_around_the_split_size() {
 
 #[test]
 fn bulk_of_shape_zero_never_calls_f_and_forwards_the_value() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for on in placements(&pool) {
         let called = AtomicBool::new(false);
         let r = run_bulk::<_, &str, _>(on, None, vec![1, 2, 3], 0, |_, _: &Vec<i32>| {
@@ -793,7 +793,7 @@ fn bulk_error_completes_with_it_and_stops_further_iterations() {
     // descheduled between the kernel's error and the bulk recording it, which the other
     // tests of this binary, busy on every core, made happen (once in about thirty runs).
     let _serial = serial();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     const N: usize = 1_000_000;
     for on in placements(&pool) {
         for bad in [10, N / 2 + 10, N - 1] {
@@ -870,7 +870,7 @@ fn bulk_error_stops_iterations_on_the_other_worker() {
 #[test]
 fn bulk_panic_reaches_the_caller() {
     quiet_panics();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for on in placements(&pool) {
         for bad in [0, 5000, 99_999] {
             let msg = panic_message(|| {
@@ -911,7 +911,7 @@ impl Drop for Counted {
 #[test]
 fn when_two_iterations_fail_exactly_one_error_is_reported() {
     let _serial = serial();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     const N: usize = 100_000;
     for on in [On::Early(&pool), On::Late(&pool)] {
         for round in 0..5 {
@@ -952,7 +952,7 @@ fn when_two_iterations_fail_exactly_one_error_is_reported() {
 
 #[test]
 fn bulk_under_a_stop_request_made_before_it_runs_completes_stopped() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for on in placements(&pool) {
         let source = InplaceStopSource::new();
         source.request_stop();
@@ -968,7 +968,7 @@ fn bulk_under_a_stop_request_made_before_it_runs_completes_stopped() {
 
 #[test]
 fn bulk_under_a_stop_request_made_while_it_runs_completes_stopped() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     const N: usize = 1_000_000;
     for on in placements(&pool) {
         let source = InplaceStopSource::new();
@@ -994,7 +994,7 @@ fn bulk_under_a_stop_request_made_while_it_runs_completes_stopped() {
 
 #[test]
 fn pool_and_default_bulk_agree() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     // Sum of i * v over 0..n, collected per index, then compared.
     for n in [0, 1, 3, 1500, 30_000] {
         let results: Vec<(u64, Vec<usize>)> = placements(&pool)
@@ -1050,7 +1050,7 @@ fn when_all_children_overlap_on_different_workers() {
 #[test]
 fn when_all_children_meet_on_the_pool() {
     // The children can only both succeed if they run at the same time.
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let meeting = Meeting::default();
     let child = |()| meeting.meet(Duration::from_secs(2));
     for _ in 0..20 {
@@ -1183,7 +1183,7 @@ fn latent_and_published_forks_compute_the_same_trees_on_any_number_of_workers() 
 
 #[test]
 fn a_when_all_tree_of_256_leaves_sums_correctly_on_the_pool() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for _ in 0..20 {
         let r = sync_wait(starts_on(pool.scheduler(), tree!(x x x x x x x x)));
         assert_eq!(r, Ok(Some(256)));
@@ -1195,7 +1195,7 @@ fn a_when_all_tree_of_256_leaves_sums_correctly_on_the_pool() {
 
 #[test]
 fn a_when_all_tree_of_depth_10_sums_correctly_on_the_pool() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for _ in 0..20 {
         let r = sync_wait(starts_on(pool.scheduler(), tree!(x x x x x x x x x x)));
         assert_eq!(r, Ok(Some(1024)));
@@ -1206,7 +1206,7 @@ fn a_when_all_tree_of_depth_10_sums_correctly_on_the_pool() {
 
 #[test]
 fn when_all_on_the_pool_first_error_wins_and_stops_the_siblings() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for _ in 0..5 {
         let probe = WaitProbe::default();
         let t = Instant::now();
@@ -1244,7 +1244,7 @@ fn when_all_on_the_pool_first_error_wins_and_stops_the_siblings() {
 
 #[test]
 fn when_all_on_the_pool_forwards_a_parent_stop_request_to_running_children() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let source = InplaceStopSource::new();
     let (a, b) = (WaitProbe::default(), WaitProbe::default());
     thread::scope(|s| {
@@ -1267,7 +1267,7 @@ fn when_all_on_the_pool_forwards_a_parent_stop_request_to_running_children() {
 #[test]
 fn a_panic_in_a_when_all_child_on_the_pool_reaches_the_caller() {
     quiet_panics();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for first in [true, false] {
         let msg = panic_message(|| {
             sync_wait(starts_on(
@@ -1305,7 +1305,7 @@ impl Rng {
 #[test]
 fn stress_random_mix_of_bulk_when_all_and_schedule() {
     let _serial = serial();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let seed = 0x5eed_1234_abcd_0001;
     let mut rng = Rng(seed);
@@ -1364,5 +1364,54 @@ fn stress_random_mix_of_bulk_when_all_and_schedule() {
                 assert_eq!(count.load(Ordering::Relaxed), k, "{ctx}");
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// many workers on few cores
+
+/// `fib(n)` with both calls in a `when_all` of `AnySender`s.
+fn fib_node(n: u64) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(n).boxed();
+    }
+    just(()).let_value(move |()| when_all((fib_node(n - 1), fib_node(n - 2))).then(|(a, b)| a + b)).boxed()
+}
+
+/// 64 workers on CI's two cores, with forks published and latent: every worker is
+/// preempted often, so steals, sleeps, wake-ups and hunger interleave far more than
+/// with one worker per core. Fork-join, a run-time fan-out, spawns into a scope, a bulk
+/// and a race each complete with the right values, and the pool shuts down.
+#[test]
+fn an_oversubscribed_pool_of_64_workers_runs_every_algorithm() {
+    let _serial = serial();
+    for latent in [false, true] {
+        let pool = StaticThreadPool::builder().num_threads(64).latent_forks(latent).build().unwrap();
+        let sch = pool.scheduler();
+        assert_eq!(sync_wait(starts_on(sch.clone(), fib_node(18))), Ok(Some(2584)), "latent {latent}");
+        let fan = when_all_iter((0..200u64).map(|i| schedule(&sch).then(move |()| i).boxed()));
+        assert_eq!(sync_wait(fan), Ok(Some((0..200).collect::<Vec<_>>())), "latent {latent}");
+        let scope = CountingScope::new();
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2000 {
+            let ran = ran.clone();
+            let one = schedule(&sch).let_value(|()| when_all((fib_node(4), fib_node(3)))).then(move |_| {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(spawn(one, scope.token()));
+        }
+        sync_wait(scope.join()).unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 2000, "latent {latent}: every spawn ran once");
+        let hits = Arc::new(counters(10_000));
+        let h = hits.clone();
+        let bulk = schedule(&sch).then(move |()| h).bulk(10_000, |i, h: &Arc<Vec<AtomicUsize>>| {
+            h[i].fetch_add(1, Ordering::Relaxed);
+        });
+        sync_wait(bulk).unwrap();
+        assert_eq!(not_once(&hits), [], "latent {latent}: every index once");
+        let race =
+            when_any((schedule(&sch).then(|()| 1), schedule_after(&sch, Duration::from_secs(3600)).then(|()| 2)));
+        assert_eq!(sync_wait(race), Ok(Some(1)), "latent {latent}");
+        drop(pool);
     }
 }

@@ -197,7 +197,7 @@ fn a_dropped_scope_leaves_its_tokens_harmless() {
 
 #[test]
 fn spawn_after_close_does_not_run_the_work() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let ran = Arc::new(AtomicBool::new(false));
     scope.close();
@@ -264,7 +264,7 @@ fn spawners_holding_credits<'s, 'e: 's>(
 /// completes (`close` gave the credits back to the count).
 #[test]
 fn outside_spawns_holding_credits_racing_close_lose_nothing() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for round in 0..20 {
         let scope = CountingScope::new();
         let ran = Arc::new(AtomicUsize::new(0));
@@ -289,7 +289,7 @@ fn outside_spawns_holding_credits_racing_close_lose_nothing() {
 /// spawn taken has run; no spawn is refused, the scope being open and counted.
 #[test]
 fn outside_spawns_holding_credits_racing_the_join_are_all_waited_for() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for round in 0..20 {
         let scope = CountingScope::new();
         let ran = Arc::new(AtomicUsize::new(0));
@@ -408,7 +408,7 @@ fn the_default_domain_runs_spawned_work_inline() {
 
 #[test]
 fn a_spawned_panic_is_resumed_by_the_join_and_workers_survive() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let scope = CountingScope::new();
     let ran = Arc::new(AtomicUsize::new(0));
     for i in 0..100 {
@@ -431,7 +431,7 @@ fn a_spawned_panic_is_resumed_by_the_join_and_workers_survive() {
 
 #[test]
 fn the_join_completes_on_the_receivers_scheduler() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let probe = leak(WaitProbe::default());
     spawn(starts_on(pool.scheduler(), wait_for_stop::<Infallible>(probe)), scope.token());
@@ -454,7 +454,7 @@ fn the_join_completes_on_the_receivers_scheduler() {
 
 #[test]
 fn request_stop_reaches_running_work() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let probes: Vec<&'static WaitProbe> = (0..2).map(|_| leak(WaitProbe::default())).collect();
     for p in &probes {
@@ -640,7 +640,7 @@ fn a_dropped_nest_sender_dissociates() {
 
 #[test]
 fn spawn_future_delivers_values_errors_stops_and_panics() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let scope = CountingScope::new();
     let v = spawn_future(sch.schedule().then(|()| 42), scope.token());
@@ -662,7 +662,7 @@ fn spawn_future_result_ready_before_or_after_the_future_starts() {
     let ready = spawn_future(just(1), scope.token());
     assert_eq!(sync_wait(ready).unwrap(), Some(1));
     // Pool work, consumed at once: usually still running when the future starts.
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     for i in 0..2000 {
         let f = spawn_future(pool.scheduler().schedule().then(move |()| i), scope.token());
         assert_eq!(sync_wait(f).unwrap(), Some(i));
@@ -672,7 +672,7 @@ fn spawn_future_result_ready_before_or_after_the_future_starts() {
 
 #[test]
 fn dropping_the_future_requests_stop_on_the_work() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = SimpleCountingScope::new();
     let probe = leak(WaitProbe::default());
     let fut = spawn_future(starts_on(pool.scheduler(), wait_for_stop::<Infallible>(probe)), scope.token());
@@ -684,7 +684,7 @@ fn dropping_the_future_requests_stop_on_the_work() {
 
 #[test]
 fn dropping_the_futures_operation_before_start_requests_stop() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = SimpleCountingScope::new();
     let probe = leak(WaitProbe::default());
     let fut = spawn_future(starts_on(pool.scheduler(), wait_for_stop::<Infallible>(probe)), scope.token());
@@ -697,7 +697,7 @@ fn dropping_the_futures_operation_before_start_requests_stop() {
 
 #[test]
 fn a_stop_request_on_the_future_is_forwarded_and_completes_it_stopped() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = SimpleCountingScope::new();
     let probe = leak(WaitProbe::default());
     let fut = spawn_future(starts_on(pool.scheduler(), wait_for_stop::<Infallible>(probe)), scope.token());
@@ -746,7 +746,7 @@ fn process_spawn(sch: PoolScheduler, token: CountingToken, t: &'static Tree) {
 
 #[test]
 fn p3149_recursive_tree_with_spawn_visits_every_node_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let tree = leak(make_tree(14));
     process_spawn(pool.scheduler(), scope.token(), tree);
@@ -774,7 +774,7 @@ fn process_future(sch: PoolScheduler, token: CountingToken, t: &'static Tree) ->
 
 #[test]
 fn p3149_recursive_tree_with_spawn_future_visits_every_node_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let tree = leak(make_tree(12));
     let root = process_future(pool.scheduler(), scope.token(), tree);
@@ -844,7 +844,7 @@ fn stress_node(sch: PoolScheduler, token: CountingToken, st: &'static Stress, se
 
 #[test]
 fn stress_a_million_random_spawns_with_stops_and_panics() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let scope = CountingScope::new();
     let st = leak(Stress {
         sources: (0..64).map(|_| InplaceStopSource::new()).collect(),
@@ -993,7 +993,7 @@ impl Drop for PanicsOnDrop {
 
 #[test]
 fn a_panic_in_the_drop_of_a_spawned_operation_is_reported_at_the_join() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     for on_pool in [false, true] {
         let scope = CountingScope::new();
         // `let_value` keeps its function in the operation when the predecessor completes

@@ -128,7 +128,7 @@ fn a_task_borrows_from_its_creator_and_awaits_senders_borrowing_its_locals() {
 
 #[test]
 fn a_leaked_awaited_operation_completes_before_the_task_resumes() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
@@ -181,7 +181,7 @@ fn an_await_registered_in_the_final_poll_is_never_started() {
 
 #[test]
 fn awaits_joined_in_one_poll_run_concurrently() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let meeting = common::Meeting::default();
     let m = &meeting;
@@ -249,7 +249,7 @@ fn the_task_resumes_on_its_scheduler_after_work_elsewhere() {
 
 #[test]
 fn under_sync_wait_the_task_resumes_on_the_waiting_thread() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let me = std::thread::current().id();
     let t = T::new(async move {
@@ -319,7 +319,7 @@ fn no_reschedule_when_an_awaited_sender_completes_on_the_tasks_scheduler_already
 fn change_scheduler_moves_the_task_for_good_and_returns_the_previous_one() {
     let a = SingleThreadContext::with_name("t-a");
     let b = SingleThreadContext::with_name("t-b");
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let (bs, ps, asch) = (b.scheduler(), pool.scheduler(), a.scheduler());
     let t = T::new(async move {
         let mut seen = vec![thread_name()];
@@ -344,7 +344,7 @@ fn awaited_senders_see_the_tasks_scheduler_user_queries_and_stop_token() {
     impl Query for Tenant {
         type Value = u32;
     }
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let s2 = sch.clone();
     let t = T::new(async move {
@@ -438,7 +438,7 @@ fn recursive_fib_forks_on_the_pool() {
 
 #[test]
 fn tasks_spawn_into_scopes() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let hits = AtomicUsize::new(0);
     let hits_ref = &hits;

@@ -23,7 +23,7 @@ const MS: Duration = Duration::from_millis(1);
 
 #[test]
 fn schedule_after_completes_on_the_pool_after_the_delay() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let start = Instant::now();
     let name = sync_wait(schedule_after(&pool.scheduler(), 20 * MS).then(|()| thread_name())).unwrap().unwrap();
     assert!(start.elapsed() >= 20 * MS);
@@ -47,7 +47,7 @@ fn schedule_at_completes_on_a_single_thread_context_and_on_the_run_loop() {
 
 #[test]
 fn a_deadline_that_passed_completes_at_once_and_one_too_far_never_does() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let sch = pool.scheduler();
     let start = Instant::now();
     assert_eq!(sync_wait(schedule_at(&sch, start - Duration::from_secs(1))), Ok(Some(())));
@@ -65,7 +65,7 @@ fn a_deadline_that_passed_completes_at_once_and_one_too_far_never_does() {
 
 #[test]
 fn a_stop_request_completes_a_pending_timer_at_once_on_the_requesting_thread() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let source = InplaceStopSource::new();
     let completed_on = Mutex::new(None);
     let registered = AtomicBool::new(false);
@@ -99,7 +99,7 @@ fn a_stop_request_completes_a_pending_timer_at_once_on_the_requesting_thread() {
 
 #[test]
 fn a_stop_requested_before_start_completes_stopped_without_a_timer() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let source = InplaceStopSource::new();
     source.request_stop();
     assert_eq!(sync_wait(with_stop(&source, schedule_after(&pool.scheduler(), HOUR))), Ok(None));
@@ -107,7 +107,7 @@ fn a_stop_requested_before_start_completes_stopped_without_a_timer() {
 
 #[test]
 fn stop_requests_racing_deadlines_complete_every_timer_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let (fired, stopped) = (AtomicUsize::new(0), AtomicUsize::new(0));
     for i in 0..300u64 {
@@ -129,7 +129,7 @@ fn stop_requests_racing_deadlines_complete_every_timer_once() {
 
 #[test]
 fn many_timers_fire_each_once_and_none_early() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let scope = CountingScope::new();
     let (early, fired) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -152,7 +152,7 @@ fn many_timers_fire_each_once_and_none_early() {
 
 #[test]
 fn a_pool_dropped_with_pending_timers_completes_them_stopped() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let scope = CountingScope::new();
     let ran = Arc::new(AtomicBool::new(false));
     let ran2 = ran.clone();
@@ -173,7 +173,7 @@ fn a_pool_dropped_with_pending_timers_completes_them_stopped() {
 
 #[test]
 fn timers_in_a_task() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let start = Instant::now();
     let task = Task::new(async move {
@@ -232,7 +232,7 @@ impl TimedScheduler for Mine {
 
 #[test]
 fn a_user_scheduler_is_timed_through_schedule_at() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let mine = Mine(pool.scheduler());
     let start = Instant::now();
     let name = sync_wait(schedule_after(&mine, 10 * MS).then(|()| thread_name())).unwrap().unwrap();
@@ -245,7 +245,7 @@ fn a_user_scheduler_is_timed_through_schedule_at() {
 
 #[test]
 fn timeout_passes_a_result_that_comes_in_time() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let start = Instant::now();
     assert_eq!(sync_wait(timeout(schedule(&sch).then(|()| 5).with_error::<&str>(), &sch, HOUR)), Ok(Some(5)));
@@ -259,7 +259,7 @@ fn timeout_passes_a_result_that_comes_in_time() {
 
 #[test]
 fn timeout_stops_a_sender_that_is_too_slow_and_waits_for_it() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let ctx = SingleThreadContext::new();
     let probe = WaitProbe::default();
@@ -279,7 +279,7 @@ fn timeout_stops_a_sender_that_is_too_slow_and_waits_for_it() {
 
 #[test]
 fn timeout_under_a_stop_request_completes_stopped_and_delivers_panics() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let source = InplaceStopSource::new();
     source.request_stop();

@@ -20,7 +20,7 @@ fn named_pool(n: usize, prefix: &'static str) -> StaticThreadPool {
 #[test]
 fn the_empty_tuple_completes_with_unit_at_once() {
     assert_eq!(sync_wait(when_all(())), Ok(Some(())));
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     assert_eq!(sync_wait(starts_on(pool.scheduler(), when_all(()))), Ok(Some(())));
     assert_eq!(sync_wait(when_all(()).then(|()| 5)), Ok(Some(5)));
 }
@@ -31,7 +31,7 @@ fn a_tuple_of_twelve_collects_every_value_in_order() {
         (just(0), just(1), just(2), just(3), just(4), just(5), just(6), just(7), just(8), just(9), just(10), just(11));
     let r = sync_wait(when_all(twelve)).unwrap().unwrap();
     assert_eq!(r, (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let s = |i: u32| schedule(&sch).then(move |()| i);
     let r = sync_wait(when_all((s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(8), s(9), s(10), s(11))));
@@ -42,7 +42,7 @@ fn a_tuple_of_twelve_collects_every_value_in_order() {
 fn an_empty_vec_completes_with_an_empty_vec_at_once() {
     assert_eq!(sync_wait(when_all(Vec::<senders::factories::Just<u8>>::new())), Ok(Some(vec![])));
     assert_eq!(sync_wait(when_all_iter(std::iter::empty::<AnySender<u8>>())), Ok(Some(vec![])));
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     assert_eq!(sync_wait(starts_on(pool.scheduler(), when_all(Vec::<AnySender<u8>>::new()))), Ok(Some(vec![])));
 }
 
@@ -76,7 +76,7 @@ fn node(depth: u32, value: u64) -> AnySender<'static, u64> {
 
 #[test]
 fn an_eight_ary_tree_sums_through_run_time_when_alls_on_the_pool() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     // Depth 4: 4096 leaves, valued 0..4096.
     let sum = sync_wait(starts_on(pool.scheduler(), node(4, 0))).unwrap().unwrap();
     assert_eq!(sum, (0..4096).sum::<u64>());
@@ -107,7 +107,7 @@ fn the_first_error_wins_and_the_others_see_a_stop_request() {
         .collect();
     assert_eq!(sync_wait(when_all(probed)), Err("first"));
     assert_eq!(seen.load(Ordering::SeqCst), 1, "the probe started after the failure saw the stop request");
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let failing = (0..64).map(|i| {
         schedule(&sch).then(move |()| i).with_error::<u32>().let_value(move |i| {
@@ -127,7 +127,7 @@ fn a_stopped_child_makes_it_stopped_and_stops_the_others() {
 #[test]
 fn a_panic_in_a_child_is_delivered() {
     quiet_panics();
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let msg = panic_message(|| {
         sync_wait(when_all_iter((0..20).map(|i| {

@@ -21,7 +21,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 #[test]
 fn the_first_value_wins_and_a_pending_sibling_is_stopped_at_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let start = Instant::now();
     let slow = schedule_after(&sch, HOUR).then(|()| "slow");
@@ -44,7 +44,7 @@ fn a_child_completing_inline_at_start_wins_and_later_children_start_stopped() {
 
 #[test]
 fn an_error_a_stop_or_a_panic_can_win() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let pending = || schedule_after(&sch, HOUR).then(|()| 0).with_error::<&str>();
     assert_eq!(sync_wait(when_any((pending(), just_error::<i32, &str>("bad")))), Err("bad"));
@@ -55,7 +55,7 @@ fn an_error_a_stop_or_a_panic_can_win() {
 
 #[test]
 fn a_losers_panic_replaces_the_winners_value() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     // The loser panics when it is stopped (its `upon_stopped` function).
     let loser = schedule_after(&sch, HOUR).then(|()| 0).upon_stopped(|| -> i32 { panic!("loser panicked") });
@@ -64,7 +64,7 @@ fn a_losers_panic_replaces_the_winners_value() {
 
 #[test]
 fn a_losers_value_is_dropped_before_the_operation_completes() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let drops = Arc::new(AtomicUsize::new(0));
     let counter = DropCounter(drops.clone());
@@ -78,7 +78,7 @@ fn a_losers_value_is_dropped_before_the_operation_completes() {
 
 #[test]
 fn the_operation_completes_only_after_every_child() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let ctx = SingleThreadContext::new();
     let probe = WaitProbe::default();
@@ -130,7 +130,7 @@ fn a_stop_request_while_running_reaches_every_child() {
 fn a_stop_request_after_a_value_won_completes_stopped() {
     // The reference's rule: the receiver asked to stop before the last child finished, so
     // the winner's value is dropped and the operation completes stopped.
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let ctx = SingleThreadContext::new();
     let source = InplaceStopSource::new();
     let (loser_running, won) = (AtomicBool::new(false), AtomicBool::new(false));
@@ -179,7 +179,7 @@ fn a_panicking_connect_is_delivered_and_nothing_starts() {
 
 #[test]
 fn the_run_time_form_races_any_number_and_none_completes_stopped() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let children: Vec<AnySender<'_, usize>> = (0..16)
         .map(|i| {
@@ -205,7 +205,7 @@ fn the_run_time_form_races_any_number_and_none_completes_stopped() {
 
 #[test]
 fn children_finishing_together_on_two_workers_complete_it_once() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let seen = Mutex::new([0usize; 2]);
     for _ in 0..2000 {
@@ -220,7 +220,7 @@ fn children_finishing_together_on_two_workers_complete_it_once() {
 
 #[test]
 fn nested_races_are_stoppable() {
-    let pool = StaticThreadPool::new(2).unwrap();
+    let pool = common::pool(2);
     let sch = pool.scheduler();
     let pending = || schedule_after(&sch, HOUR);
     let race = when_any((when_any((pending(), pending())), pending(), just(()), pending()));
@@ -246,7 +246,7 @@ fn children_on_three_threads_race_safely() {
 
 #[test]
 fn the_children_see_the_receivers_scheduler_and_queries() {
-    let pool = StaticThreadPool::new(1).unwrap();
+    let pool = common::pool(1);
     let on = sync_wait(starts_on(
         pool.scheduler(),
         when_any((read_env(GetScheduler).then(|s: PoolScheduler| s.is_current()),)),

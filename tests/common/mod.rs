@@ -11,6 +11,9 @@
 //! - [`Meeting`]: a two-party barrier with a timeout.
 //! - [`DropCounter`]: counts its drops.
 //! - [`serial`]: a lock for the tests of one binary that must not run beside each other.
+//! - [`pool`]: a pool of `n` workers, or of `SENDERS_TEST_WORKERS` when that is set (to
+//!   run the suite with many workers on few cores: `SENDERS_TEST_WORKERS=64 cargo test`),
+//!   with latent forks when `SENDERS_TEST_LATENT_FORKS=1`.
 
 #![allow(dead_code)]
 
@@ -23,9 +26,19 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use senders::{
-    EmptyEnv, Env, InplaceStopSource, OperationState, Panic, Receiver, Sender, SenderTo, StopCallback, StopToken,
-    domain::NoDomain, schedulers::NoScheduler,
+    EmptyEnv, Env, InplaceStopSource, OperationState, Panic, Receiver, Sender, SenderTo, StaticThreadPool,
+    StopCallback, StopToken, domain::NoDomain, schedulers::NoScheduler,
 };
+
+/// A pool of `n` workers for a test that needs some pool, not a number of workers: with
+/// `SENDERS_TEST_WORKERS` set, of that many workers instead, and with latent forks
+/// (`PoolBuilder::latent_forks`) when `SENDERS_TEST_LATENT_FORKS` is `1`. Tests that
+/// assert on the number of workers build their pools themselves.
+pub fn pool(n: usize) -> StaticThreadPool {
+    let n = std::env::var("SENDERS_TEST_WORKERS").ok().and_then(|s| s.parse().ok()).unwrap_or(n);
+    let latent = std::env::var("SENDERS_TEST_LATENT_FORKS").is_ok_and(|v| v == "1");
+    StaticThreadPool::builder().num_threads(n).latent_forks(latent).build().expect("a test pool")
+}
 
 /// How long a test-only sender waits for something that should happen promptly before
 /// giving up (so that a bug makes the test fail instead of hang).
