@@ -17,6 +17,9 @@
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
 //! | `tree1023` | chili's bench: 100 trees of 1023 nodes through `when_all`, awaited one after another by a `Task` on a worker | the same with `rayon::join` in one `install` | plain recursion |
 //!
+//! `tree8`, `tree`, `fib` and `tree1023` also run ours on a second pool with latent forks
+//! (`senders_latent`, `PoolBuilder::latent_forks(true)`), so that one run compares the two.
+//!
 //! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
 //! recursion with every call erased, as our recursion erases every node: a block per
 //! call from a per-thread free list and one indirect call. Its ratio to rayon is what
@@ -41,8 +44,9 @@
 //!
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
-//! `fib_latent` and `tree_latent` (latent forks on), `fib_default` (sequential `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and
-//! `rayon_tree8` (the 8-ary tree of depth `n`), `floor_fib`,
+//! `fib_latent` and `tree_latent` (latent forks on), `fib_default` (sequential
+//! `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and `rayon_tree8` (the 8-ary tree of
+//! depth `n`), `floor_fib`,
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
 //! `rayon_outside` (`n` round trips from outside), and `outside_cold` /

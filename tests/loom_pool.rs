@@ -216,6 +216,22 @@ mod whole_pool {
         });
     }
 
+    /// (L) Latent forks left behind by a join that did not complete inline: a nested
+    /// `when_all` whose first child hops (its `schedule()` goes on the deque), so its
+    /// second child, held latent when the deque was not empty and nobody was hungry, is
+    /// not taken back. The worker's loop must find it on the ring (or it was published),
+    /// and every value arrives once.
+    #[test]
+    fn a_latent_fork_not_taken_back_is_run_from_the_loop() {
+        loom::model(|| {
+            let pool = StaticThreadPool::builder().num_threads(2).latent_forks(true).build().unwrap();
+            let inner = when_all((schedule(&pool.scheduler()).then(|()| 1u32), just(2u32))).then(|(a, b)| a + b);
+            let outer = when_all((inner, just(4u32))).then(|(a, b)| a + b);
+            assert_eq!(sync_wait(starts_on(pool.scheduler(), outer)).unwrap(), Some(7));
+            drop(pool);
+        });
+    }
+
     /// (I) `when_all` of a run-time number of children (a `Vec` of three) on a worker:
     /// children 1 and 2 are handed out as one range job, which whoever runs it splits
     /// (pushing child 2, starting child 1), while the first child runs inline; the count

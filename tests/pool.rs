@@ -1112,9 +1112,10 @@ fn latent_forks_reach_a_worker_that_goes_hungry_later() {
     let pool = latent_pool("hungry");
     for _ in 0..3 {
         let ran = Arc::new(Mutex::new(HashSet::new()));
-        // The outermost fork hands the other worker a trivial child: every fork of the
-        // big tree is nested, held latent while that worker is busy, and must be
-        // published once it is hungry (at a fork or a join), or it runs no leaf.
+        // The outermost fork hands the other worker a trivial child; the big tree's forks
+        // are held latent while this worker's deque holds a job and nobody is hungry,
+        // and must be published (for an empty deque, or a hungry worker at a fork or a
+        // join), or the other worker runs no leaf.
         let tree = recorded_tree(8, Duration::from_micros(50), ran.clone());
         let r = sync_wait(starts_on(pool.scheduler(), when_all((tree, just(0usize)))));
         assert_eq!(r, Ok(Some((256, 0))));
@@ -1131,7 +1132,7 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
     for _ in 0..3 {
         let b_busy = Arc::new(AtomicBool::new(false));
         let y_ran = Arc::new(AtomicBool::new(false));
-        // The other worker is kept busy (the outermost fork's second child) while the
+        // The other worker is kept busy (the outermost fork's last child) while the
         // first child forks `x` and `y`: `y` is then held latent. `x` blocks in
         // `sync_wait` until `y` has run, which only the other worker can do, once it is
         // free, if the blocking worker published `y` first.
@@ -1157,13 +1158,49 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
             b2.store(true, Ordering::Release);
             thread::sleep(Duration::from_millis(50));
         });
+        // Three children: `busy` is forked first, so a thief takes it (thieves take the
+        // oldest); `filler` stays on this worker's deque, so the nested fork of `y` is not
+        // published for an empty deque.
+        let filler = just(());
         let r = within(SAFETY_TIMEOUT, {
             let sch = pool.scheduler();
-            move || sync_wait(starts_on(sch, when_all((first, busy))))
+            move || sync_wait(starts_on(sch, when_all((first, filler, busy))))
         });
-        let (((y_seen, x_on), y_on), ()) = r.expect("deadlock").unwrap().unwrap();
+        let (((y_seen, x_on), y_on), (), ()) = r.expect("deadlock").unwrap().unwrap();
         assert!(y_seen, "the blocked worker's latent fork never ran");
         assert_ne!(x_on, y_on, "the fork ran beside the blocked worker");
+    }
+}
+
+#[test]
+fn a_join_gives_a_hungry_worker_the_oldest_latent_fork() {
+    let _serial = serial();
+    let pool = latent_pool("joins");
+    for _ in 0..3 {
+        let b_busy = Arc::new(AtomicBool::new(false));
+        let b1 = b_busy.clone();
+        // `q` and then `leaf2` are forked while the other worker is busy and this
+        // worker's deque holds `filler`: both are held latent. The other worker then
+        // takes `filler` and goes hungry while `leaf1` runs. This worker forks no more,
+        // so only the join after `leaf1` can publish `q` (the oldest fork held) for it,
+        // which it steals while this worker runs `leaf2`.
+        let leaf = |ms| {
+            just(()).then(move |()| {
+                thread::sleep(Duration::from_millis(ms));
+                thread_name()
+            })
+        };
+        let p = when_all((leaf(100), leaf(50)));
+        let q = leaf(0);
+        let first = just(()).then(move |()| while !b1.load(Ordering::Acquire) {}).let_value(move |()| when_all((p, q)));
+        let busy = just(()).then(move |()| {
+            b_busy.store(true, Ordering::Release);
+            thread::sleep(Duration::from_millis(20));
+        });
+        let r = sync_wait(starts_on(pool.scheduler(), when_all((first, just(()), busy))));
+        let (((leaf1, leaf2), q), (), ()) = r.unwrap().unwrap();
+        assert_eq!(leaf1, leaf2, "the worker took its own fork back");
+        assert_ne!(leaf1, q, "the oldest latent fork was not published at the join");
     }
 }
 

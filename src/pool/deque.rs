@@ -50,6 +50,10 @@ mod model {
         pub(crate) fn pop(&self) -> Option<T> {
             lock(&self.queue).pop_back()
         }
+
+        pub(crate) fn is_empty(&self) -> bool {
+            lock(&self.queue).is_empty()
+        }
     }
 
     /// Another thread's end of a deque: takes the oldest job.

@@ -154,8 +154,7 @@ impl StartPolicy for ForkOnPool {
                     last = push_children::<C, R>(worker, ops, mid, hi);
                     hi = mid;
                 }
-                let early =
-                    WhenAllShared::start_first_deferring(shared, || worker.in_first_child(|| C::start_child(ops, 0)));
+                let early = WhenAllShared::start_first_deferring(shared, || C::start_child(ops, 0));
                 let held = early + Self::HOLD;
                 if early == 1 && n == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
                     // Our own job is the only one it can be: the operation is alive, so
@@ -195,6 +194,9 @@ fn split_point(lo: usize, hi: usize) -> usize {
 ///
 /// `ops` holds the started `when_all`'s pinned children, of which `lo..hi` are unstarted
 /// and handed out nowhere else.
+// Always inlined: out of line (which the compiler chose once `fork` grew), the fork
+// costs a call and the spills around it, about 18 instructions per `fib` call.
+#[inline(always)]
 unsafe fn push_children<C: ConnectTuple<R>, R>(
     worker: &WorkerThread,
     ops: *mut C::Ops,

@@ -1,13 +1,13 @@
 //! Latent forks: the children a worker forked and has not published yet.
 //!
-//! A fork on the pool (`when_all`'s children) goes on its worker's private ring, with
-//! plain stores and no fence, while no other worker is hungry. The worker runs it itself,
-//! at the cost of a call, when the fork's first child completes inline (the join takes it
-//! back from the top) or when it returns to its loop (which looks here before its deque).
-//! It is published, oldest first (the largest piece of work, since forks nest), when
-//! another worker is hungry, when the ring is full, and before the worker blocks. The
-//! argument that no fork is lost or starved is in `README.md` beside this file, *Latent
-//! forks*.
+//! With `PoolBuilder::latent_forks`, a fork on the pool (`when_all`'s children) made while
+//! the worker's deque holds a job goes on its worker's private ring, with plain stores and
+//! no fence, while no other worker is hungry. The worker runs it itself, at the cost of a
+//! call, when the fork's first child completes inline (the join takes it back from the
+//! top) or when it returns to its loop (which looks here before its deque). It is
+//! published, oldest first (the largest piece of work, since forks nest), when another
+//! worker is hungry, when the ring is full, and before the worker blocks. The argument
+//! that no fork is lost or starved is in `README.md` beside this file, *Latent forks*.
 
 use std::cell::Cell;
 

@@ -311,9 +311,6 @@ pub(crate) struct WorkerThread {
     latent: LatentForks,
     /// Whether it holds forks latent at all (the pool's option, copied here).
     latent_forks: bool,
-    /// First children of forks running nested on this worker's stack (see
-    /// [`in_first_child`](Self::in_first_child)).
-    fork_depth: Cell<u32>,
 }
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
@@ -390,17 +387,18 @@ impl WorkerThread {
         self.push_local(job.tagged());
     }
 
-    /// Forks `job`. The outermost fork of the job this worker runs is published at once
-    /// (a long child that forks no more, as in `when_all` of two expensive leaves, can
-    /// only be shared here); a fork nested inside a first child is held latent, where
-    /// only this worker sees it, while no worker is hungry. When one is, the oldest
-    /// latent fork (the largest piece of work, since forks nest) is published instead
-    /// and `job` is held, or `job` itself if none is held. So a hungry worker finds one
-    /// more job to steal, and a fork that nobody needs costs no atomic
-    /// read-modify-write, no fence and no shared write.
+    /// Forks `job`. While this worker's deque is empty, the fork is published, so that a
+    /// thief always finds something here (lazy binary splitting: a long child that forks
+    /// no more, as in `when_all` of two expensive leaves, is stealable at once). With a
+    /// job on the deque already, the fork is held latent, where only this worker sees
+    /// it, while no worker is hungry. When one is, the oldest latent fork (the largest
+    /// piece of work, since forks nest) is published instead and `job` is held, or `job`
+    /// itself if none is held. So a hungry worker finds one more job to steal, and a
+    /// fork that nobody needs costs no atomic read-modify-write, no fence and no shared
+    /// write.
     #[inline]
     pub(crate) fn fork(&self, job: JobRef) {
-        if self.latent_forks && self.fork_depth.get() != 0 {
+        if self.latent_forks && !self.deque.is_empty() {
             return self.fork_latent(job);
         }
         self.push_local(job);
@@ -434,17 +432,6 @@ impl WorkerThread {
         self.push_local(published);
     }
 
-    /// Runs `f`, the first child of a fork, which runs inline on this worker: forks it
-    /// makes are nested, and may be held latent.
-    #[inline]
-    pub(crate) fn in_first_child<T>(&self, f: impl FnOnce() -> T) -> T {
-        let depth = self.fork_depth.get();
-        self.fork_depth.set(depth + 1);
-        let out = f();
-        self.fork_depth.set(depth);
-        out
-    }
-
     /// Publishes every latent fork, oldest first: before this worker blocks (a
     /// `sync_wait` or a run loop on a worker), when only other workers can run them.
     pub(crate) fn publish_latent(&self) {
@@ -455,7 +442,7 @@ impl WorkerThread {
 
     /// Takes back the newest fork if its data is `data` (a job this worker forked, still
     /// latent or on top of its deque: nobody stole it); otherwise leaves both as they
-    /// were, but for publishing the oldest latent fork if a worker is hungry.
+    /// were. With latent forks, a hungry worker is first given the oldest latent fork.
     #[inline]
     pub(crate) fn take_back(&self, data: *const ()) -> Option<JobRef> {
         if self.latent_forks {
@@ -468,8 +455,8 @@ impl WorkerThread {
     /// [`fork_latent`](Self::fork_latent).
     #[inline(never)]
     fn take_back_latent(&self, data: *const ()) -> Option<JobRef> {
-        if self.registry.hungry.load(Ordering::Relaxed) != 0 && self.join_for_the_hungry(data) {
-            return None;
+        if self.registry.hungry.load(Ordering::Relaxed) != 0 {
+            self.join_for_the_hungry(data);
         }
         if let Some(job) = self.latent.pop_if(data) {
             return Some(job);
@@ -492,15 +479,19 @@ impl WorkerThread {
 
     /// A join is the other point where latent forks are published: a worker went hungry
     /// since the fork, whose first child forked no more (a leaf). Publishes the oldest
-    /// latent fork; returns whether that was the one to take back, which then stays
-    /// published and this worker goes on without it.
+    /// latent fork (an ancestor's sibling, the largest piece held), unless that is the
+    /// fork being joined, which this worker is about to run anyway.
     #[cold]
     #[inline(never)]
-    fn join_for_the_hungry(&self, data: *const ()) -> bool {
-        let Some(oldest) = self.latent.take_oldest() else { return false };
-        let ours = oldest.data() == data;
-        self.push_local(oldest);
-        ours
+    fn join_for_the_hungry(&self, data: *const ()) {
+        let Some(oldest) = self.latent.take_oldest() else { return };
+        if oldest.data() == data {
+            // Back where it was: it is the only fork held, so the ring is empty.
+            let evicted = self.latent.push(oldest);
+            debug_assert!(evicted.is_none(), "the ring was empty");
+        } else {
+            self.push_local(oldest);
+        }
     }
 
     /// The jobs on this worker's own deque, for white-box tests.
@@ -605,7 +596,6 @@ impl WorkerThread {
             refs_shard: Cell::new(refs_shard),
             latent: LatentForks::new(),
             latent_forks,
-            fork_depth: Cell::new(0),
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.

@@ -100,13 +100,13 @@ impl PoolBuilder {
         self
     }
 
-    /// Whether a fork-join on a worker (`when_all`'s children) holds its nested forks
-    /// *latent*: on the worker's private ring, published for stealing only when another
-    /// worker is hungry (seen at the worker's next fork or join) or this one is about to
-    /// block in a run loop (`sync_wait`). The outermost fork of each job is always
-    /// published. Off by default: every fork then goes on the worker's deque at once,
-    /// as `rayon::join` does. The switch exists to compare the two in one run
-    /// (`benches/pool.rs`); DESIGN.md §6.2 has the numbers.
+    /// Whether a fork-join on a worker (`when_all`'s children) holds its forks *latent*
+    /// while the worker's deque already holds a job: on the worker's private ring,
+    /// published for stealing only when another worker is hungry (seen at the worker's
+    /// next fork or join) or this one is about to block in a run loop (`sync_wait`). Off
+    /// by default: every fork then goes on the worker's deque at once, as `rayon::join`
+    /// does. The switch exists to compare the two in one run (`benches/pool.rs`); DESIGN.md
+    /// §6.2 has the numbers.
     ///
     /// With latent forks, a first child that blocks its worker in code of its own (a
     /// lock, a channel) until a nested sibling has run waits until a fork or join of
