@@ -55,9 +55,9 @@ pub(crate) struct Registry {
     /// How many handles ([`RegistryRef`]) keep this registry alive.
     pub(crate) refs: Refs,
     /// Workers that looked for work and found none, and have not found any since
-    /// (spinning or asleep): while it is not zero, a fork is published rather than held
-    /// latent (see [`WorkerThread::fork`]). A hint, read and written `Relaxed`: no job
-    /// depends on it to run, only on whether a second worker helps.
+    /// (spinning or asleep): while it is not zero, a fork or a join publishes the oldest
+    /// latent fork (see [`WorkerThread::fork`]). A hint, read and written `Relaxed`: no
+    /// job depends on it to run, only on whether a second worker helps.
     hungry: CachePadded<AtomicUsize>,
     /// Whether forks are held latent ([`PoolBuilder::latent_forks`](super::PoolBuilder::latent_forks)).
     latent_forks: bool,
@@ -404,8 +404,8 @@ impl WorkerThread {
         self.push_local(job);
     }
 
-    /// [`fork`](Self::fork) of a nested fork with latent forks on: out of line, so that
-    /// the default path inlines as small as before.
+    /// [`fork`](Self::fork) with latent forks on and a job on the deque: out of line, so
+    /// that the default path inlines as small as before.
     #[inline(never)]
     fn fork_latent(&self, job: JobRef) {
         if self.registry.hungry.load(Ordering::Relaxed) == 0 {
@@ -417,7 +417,7 @@ impl WorkerThread {
         }
     }
 
-    /// [`fork`](Self::fork) of a nested fork while a worker is hungry.
+    /// [`fork_latent`](Self::fork_latent) while a worker is hungry.
     #[cold]
     #[inline(never)]
     fn fork_for_the_hungry(&self, job: JobRef) {
@@ -601,7 +601,8 @@ impl WorkerThread {
         // The worker's shard slot in every scope, for as long as it runs.
         let _shard = crate::scope::shard_index::claim();
         // Whether this worker counts itself in `hungry`: from its first look that found
-        // nothing to the next that finds a job.
+        // nothing to the next that finds a job. Only a pool with latent forks reads the
+        // count, so only such a pool keeps it.
         let mut hungry = false;
         let run = |job: JobRef, hungry: &mut bool| {
             if std::mem::take(hungry) {
@@ -614,7 +615,7 @@ impl WorkerThread {
                 run(job, &mut hungry);
                 continue;
             }
-            if !std::mem::replace(&mut hungry, true) {
+            if latent_forks && !std::mem::replace(&mut hungry, true) {
                 worker.registry.hungry.fetch_add(1, Ordering::Relaxed);
             }
             let mut found = None;
