@@ -82,9 +82,9 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use rayon::prelude::*;
 use senders::{
-    AnySender, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler, Sender, SenderExt, SenderTo,
-    StaticThreadPool, Task, domain::NoDomain, just, pool::PoolOp, schedulers::NoScheduler, starts_on, sync_wait,
-    when_all, when_all_iter,
+    AnySender, CountingScope, CountingToken, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler,
+    Sender, SenderExt, SenderTo, StaticThreadPool, Task, defer, domain::NoDomain, fork_join, just, pool::PoolOp,
+    schedulers::NoScheduler, spawn_future, starts_on, sync_wait, when_all, when_all_iter,
 };
 
 /// Workers in both pools.
@@ -940,6 +940,23 @@ fn fib_combine((a, b): (u64, u64)) -> u64 {
     a + b
 }
 
+/// [`fib_node`] written with [`fork_join`]: each node is one `when_all` operation whose
+/// children are built when it starts, with no `let_value` around it.
+fn fib_fork_join(n: u64) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(n).boxed();
+    }
+    fork_join(move || fib_fork_join(n - 1), move || fib_fork_join(n - 2)).then(fib_combine).boxed()
+}
+
+/// [`tree_node`] written with [`fork_join`].
+fn tree_fork_join(d: u32) -> AnySender<'static, u64> {
+    if d <= 1 {
+        return just(1).boxed();
+    }
+    fork_join(move || tree_fork_join(d - 1), move || tree_fork_join(d - 1)).then(|(a, b)| a + b + 1).boxed()
+}
+
 /// A full binary tree of depth `d` (`2^d - 1` nodes) whose value is its node count, as
 /// [`fib_node`] builds it.
 fn tree_node(d: u32) -> AnySender<'static, u64> {
@@ -1109,6 +1126,8 @@ struct Recursion {
     want: u64,
     /// `sync_wait(starts_on(pool, node))`: `when_all` forked by the pool.
     senders: fn(&PoolScheduler) -> u64,
+    /// The same recursion written with `fork_join`.
+    senders_fork_join: fn(&PoolScheduler) -> u64,
     /// `sync_wait(node)` on the bench thread: the default domain, sequential `when_all`
     /// (the per-node cost of our machinery without any queue).
     senders_default: fn() -> u64,
@@ -1145,6 +1164,7 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
             assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
             assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
             assert_eq!((r.senders)(&latent_sch), r.want, "{name}: senders, pool, latent forks");
+            assert_eq!((r.senders_fork_join)(&sch), r.want, "{name}: senders, fork_join");
         })
     };
 
@@ -1156,6 +1176,10 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     g.bench("senders_latent", || {
         check();
         (r.senders)(&latent_sch)
+    });
+    g.bench("senders_fork_join", || {
+        check();
+        (r.senders_fork_join)(&sch)
     });
     g.bench("rayon", || {
         check();
@@ -1191,6 +1215,9 @@ fn tree(c: &mut Criterion) {
             name: "tree",
             want: (1 << TREE_DEPTH) - 1,
             senders: |sch| sync_wait(starts_on(sch.clone(), tree_node(black_box(TREE_DEPTH)))).unwrap().unwrap(),
+            senders_fork_join: |sch| {
+                sync_wait(starts_on(sch.clone(), tree_fork_join(black_box(TREE_DEPTH)))).unwrap().unwrap()
+            },
             senders_default: || sync_wait(tree_node(black_box(TREE_DEPTH))).unwrap().unwrap(),
             rayon: || rayon_tree(black_box(TREE_DEPTH)),
             floor: || floor_tree(black_box(u64::from(TREE_DEPTH))),
@@ -1242,6 +1269,9 @@ fn fib(c: &mut Criterion) {
             name: "fib",
             want: 832_040,
             senders: |sch| sync_wait(starts_on(sch.clone(), fib_node(black_box(FIB_N)))).unwrap().unwrap(),
+            senders_fork_join: |sch| {
+                sync_wait(starts_on(sch.clone(), fib_fork_join(black_box(FIB_N)))).unwrap().unwrap()
+            },
             senders_default: || sync_wait(fib_node(black_box(FIB_N))).unwrap().unwrap(),
             rayon: || rayon_fib(black_box(FIB_N)),
             floor: || floor_fib(black_box(FIB_N)),
@@ -1250,6 +1280,44 @@ fn fib(c: &mut Criterion) {
             sequential: || seq_fib(black_box(FIB_N)),
         },
     );
+}
+
+/// `fib(n)` as a user writes it with `spawn_future`: each node spawns its two children
+/// into a counting scope, onto the pool (`starts_on`: the erased node's own domain has
+/// no scheduler, and would start a spawn inline), built when they run (`defer`), and
+/// joins their futures with `when_all`.
+fn fib_spawn_future(sch: PoolScheduler, tk: CountingToken, n: u64) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(n).boxed();
+    }
+    let child = |m: u64| {
+        let s = sch.clone();
+        spawn_future(starts_on(sch.clone(), defer(move || fib_spawn_future(s, tk, m))), tk)
+    };
+    when_all((child(n - 1), child(n - 2))).then(fib_combine).boxed()
+}
+
+/// [`fib_spawn_future`] from the calling thread, then the scope's join.
+fn fib_spawned(sch: &PoolScheduler, n: u64) -> u64 {
+    let scope = CountingScope::new();
+    let fib = sync_wait(fib_spawn_future(sch.clone(), scope.token(), n)).unwrap().unwrap();
+    sync_wait(scope.join()).unwrap();
+    fib
+}
+
+/// fib(30) through `spawn_future` + `when_all` (issue 26's row), beside the same
+/// recursion through `fork_join` and `rayon::join`.
+fn fib_spawn_future_group(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = pool.scheduler();
+    assert_eq!(fib_spawned(&sch, FIB_N), 832_040);
+    let mut g = Group::new(c, "fib_spawn_future", 10);
+    g.bench("senders", || fib_spawned(&sch, black_box(FIB_N)));
+    g.bench("senders_fork_join", || {
+        sync_wait(starts_on(sch.clone(), fib_fork_join(black_box(FIB_N)))).unwrap().unwrap()
+    });
+    g.bench("rayon", || rpool.install(|| rayon_fib(black_box(FIB_N))));
+    g.finish();
 }
 
 /// `n` round trips `f`, each timed by [`time_cold`] after the workers have gone to
@@ -1276,6 +1344,9 @@ fn profile(spec: &str) {
         sum += match what {
             "fib" => sync_wait(starts_on(sch.clone(), fib_node(n))).unwrap().unwrap(),
             "tree" => sync_wait(starts_on(sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
+            "fib_join" => sync_wait(starts_on(sch.clone(), fib_fork_join(n))).unwrap().unwrap(),
+            "tree_join" => sync_wait(starts_on(sch.clone(), tree_fork_join(n as u32))).unwrap().unwrap(),
+            "fib_spawn_future" => fib_spawned(&sch, n),
             "fib_latent" => sync_wait(starts_on(latent_sch.clone(), fib_node(n))).unwrap().unwrap(),
             "tree_latent" => sync_wait(starts_on(latent_sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
@@ -1311,7 +1382,8 @@ fn profile(spec: &str) {
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, bulk_small, nbody, tree8, tree, tree1023, fib
+    targets = schedule, round_trip_cold, bulk_mem, bulk_compute, bulk_small, nbody, tree8, tree, tree1023, fib,
+        fib_spawn_future_group
 }
 
 fn main() {

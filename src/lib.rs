@@ -86,8 +86,8 @@
 //! | `src/sender.rs`, `src/receiver.rs`, `src/scheduler.rs` | the core traits ([`Sender`], [`Receiver`], [`OperationState`], [`Scheduler`], [`Awaitable`]) and the `sender!` macro that declares the crate's senders |
 //! | `src/domain.rs` | domains: the customization hooks and early and late dispatch (P2999) |
 //! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
-//! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env` |
-//! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all`, `when_any`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
+//! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env`, `defer` |
+//! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all` (and `fork_join`), `when_any`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
 //! | `src/consumers/` | `sync_wait` |
 //! | `src/schedulers/` | `RunLoop`, `InlineScheduler`, `SingleThreadContext` |
 //! | `src/time/` | timed schedulers (`schedule_at`, `schedule_after`), the timer service, `timeout` |
@@ -133,8 +133,8 @@ pub mod task;
 pub mod time;
 
 pub use adaptors::{
-    EitherSender, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter, when_all_with_variant,
-    when_any, when_any_iter,
+    EitherSender, fork_join, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter,
+    when_all_with_variant, when_any, when_any_iter,
 };
 pub use any::AnySender;
 pub use bridge::{from_future, into_awaitable};
@@ -142,7 +142,7 @@ pub use consumers::sync_wait;
 pub use domain::{DefaultDomain, Domain};
 pub use env::{EmptyEnv, Env, EnvExt, GetDomain, GetScheduler, Query};
 pub use ext::SenderExt;
-pub use factories::{just, just_error, just_stopped, read_env};
+pub use factories::{defer, just, just_error, just_stopped, read_env};
 pub use panic::Panic;
 pub use pool::{BuildError, PoolBuilder, PoolScheduler, StaticThreadPool};
 #[cfg(not(loom))]

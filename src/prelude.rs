@@ -14,9 +14,9 @@ pub use crate::{
     AnySender, CountingScope, CountingToken, EitherSender, Env, EnvExt, InlineScheduler, InplaceStopSource,
     LetScopeToken, Panic, PoolScheduler, RunLoop, Scheduler, Sender, SenderExt, SimpleCountingScope,
     SimpleCountingToken, SingleThreadContext, Spawnable, StaticThreadPool, StopCallback, StopToken, Task,
-    TimedScheduler, awaited, change_scheduler, from_future, into_awaitable, just, just_error, just_stopped,
-    let_async_scope, nest, on, read_env, schedule, schedule_from, spawn, spawn_future, starts_on, stop_when, sync_wait,
-    when_all, when_all_iter, when_all_with_variant, when_any, when_any_iter,
+    TimedScheduler, awaited, change_scheduler, defer, fork_join, from_future, into_awaitable, just, just_error,
+    just_stopped, let_async_scope, nest, on, read_env, schedule, schedule_from, spawn, spawn_future, starts_on,
+    stop_when, sync_wait, when_all, when_all_iter, when_all_with_variant, when_any, when_any_iter,
 };
 #[cfg(not(loom))]
 pub use crate::{default_pool, parallel_scheduler, schedule_after, schedule_at, timeout};

@@ -44,6 +44,8 @@ fn the_factories_are_awaitable() {
     assert_eq!(awaited(just_error::<i32, &str>("e")), Err("e"));
     assert_eq!(awaited(just_stopped::<i32, Infallible>()), Ok(None), "a stopped await cancels the task");
     assert_eq!(awaited(read_env(Tenant).write_env(prop::<Tenant>("acme"))), Ok(Some(Some("acme"))));
+    assert_eq!(awaited(defer(|| just(2))), Ok(Some(2)));
+    assert_eq!(awaited(fork_join(|| just(3), || just(4))), Ok(Some((3, 4))));
 }
 
 #[test]

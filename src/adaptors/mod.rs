@@ -10,7 +10,7 @@
 //! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
 //! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
-//! | `when_all.rs` | `when_all`, and the start policies a domain plugs in |
+//! | `when_all.rs` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
 //! | `on.rs` | `on` |
@@ -49,8 +49,9 @@ pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use when_all::{
-    ChildOp, ConnectTuple, DomainFold, ForkJob, SenderTuple, Sequential, Shared as WhenAllShared, StartPolicy,
-    ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, when_all, when_all_iter, when_all_with_variant,
+    ChildOp, ConnectTuple, DomainFold, ForkJob, ForkJoin, SenderTuple, Sequential, Shared as WhenAllShared,
+    StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, fork_join, when_all, when_all_iter,
+    when_all_with_variant,
 };
 pub use when_any::{
     ConnectWhenAny, Race, WhenAny, WhenAnyChildren, WhenAnyOp, WhenAnyReceiver, when_any, when_any_iter,

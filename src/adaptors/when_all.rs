@@ -31,6 +31,7 @@ use std::pin::Pin;
 use crate::block::BlockSlice;
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
 use crate::env::Env;
+use crate::factories::{Defer, defer};
 use crate::job::JobRef;
 use crate::outcome::Failure;
 use crate::panic::{Panic, catch};
@@ -908,6 +909,47 @@ where
     I::Item: Sender,
 {
     when_all(senders.into_iter().collect::<Vec<_>>())
+}
+
+/// The sender of [`fork_join`]: the `when_all` of two [`Defer`]s, as early customization
+/// leaves it (the children's common domain decides).
+pub type ForkJoin<FA, FB> =
+    <<(Defer<FA>, Defer<FB>) as SenderTuple>::Domain as MaybeDomain>::EarlyWhenAll<(Defer<FA>, Defer<FB>)>;
+
+/// Runs the senders that `left` and `right` make concurrently, and completes with the
+/// pair of their values: `when_all((defer(left), defer(right)))`, the form of a
+/// fork-join recursion (as `rayon::join(left, right)`).
+///
+/// The children are made when the `when_all` starts, inside its operation: a node of a
+/// recursion is one operation state (one block when erased in an
+/// [`AnySender`](crate::AnySender)), with one join count, and no `let_value` around it.
+/// On a pool worker the right child is forked (stealable) and the left one runs inline,
+/// as the pool's `when_all` does. `when_all`'s rules apply: the first error or panic (a
+/// panic in `left` or `right` included) wins and requests stop on the other child, a
+/// stop request reaches both, and a stopped child makes the pair stopped.
+///
+/// ```
+/// use senders::{AnySender, SenderExt, StaticThreadPool, fork_join, just, starts_on, sync_wait};
+///
+/// fn fib(n: u64) -> AnySender<'static, u64> {
+///     if n < 2 {
+///         return just(n).boxed();
+///     }
+///     fork_join(move || fib(n - 1), move || fib(n - 2)).then(|(a, b)| a + b).boxed()
+/// }
+///
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// assert_eq!(sync_wait(starts_on(pool.scheduler(), fib(20))).unwrap(), Some(6765));
+/// ```
+pub fn fork_join<FA, FB, A, B>(left: FA, right: FB) -> ForkJoin<FA, FB>
+where
+    FA: FnOnce() -> A,
+    FB: FnOnce() -> B,
+    A: Sender,
+    B: Sender<Error = A::Error>,
+    (Defer<FA>, Defer<FB>): SenderTuple,
+{
+    when_all((defer(left), defer(right)))
 }
 
 /// `when_all_with_variant`: since every sender here has exactly one value type,

@@ -132,6 +132,10 @@ impl StartPolicy for ForkOnPool {
     /// The starting thread's hold: it keeps the operation alive through the window.
     const HOLD: usize = 1;
 
+    // Always inlined into `WhenAllOp::start`, its one caller: out of line (which the
+    // compiler chose once a second kind of child, `fork_join`'s, was forked in the same
+    // program), a `fib` call costs about 20 instructions more.
+    #[inline(always)]
     unsafe fn start<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
         shared: *const WhenAllShared<C, R>,
         ops: *mut C::Ops,
