@@ -29,6 +29,8 @@
 //! | workload | ours | rayon | tokio |
 //! |---|---|---|---|
 //! | fib via `when_all` | `AnySender` recursion, `when_all` of both calls per node | `rayon::join` | — |
+//! | fib via `fork_join` | the same node as `fork_join(\|\| fib(n - 1), \|\| fib(n - 2))` | `rayon::join` | — |
+//! | fib via `spawn_future` | each node spawns its two children into a `CountingScope` (`starts_on` the pool) and joins their futures with `when_all` | `rayon::join` | — |
 //! | tree via `when_all` | the same for a full binary tree | `rayon::join` | — |
 //! | 8-ary tree via `when_all_iter` | `AnySender` recursion, a run-time `when_all` of the eight children per node | `par_iter().map(..).sum()` | — |
 //! | `bulk` of 8 items of 2 ms | a small, expensive bulk on the pool | `par_iter().for_each` | — |
@@ -66,7 +68,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use rayon::prelude::*;
 use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, just, schedule, spawn, starts_on, sync_wait, when_all, when_all_iter,
+    Task, defer, fork_join, just, schedule, spawn, spawn_future, starts_on, sync_wait, when_all, when_all_iter,
 };
 use work::{calibrate, spin};
 
@@ -157,6 +159,35 @@ fn fib_when_all(n: u64) -> AnySender<'static, u64> {
         return just(n).boxed();
     }
     just(()).let_value(move |()| when_all((fib_when_all(n - 1), fib_when_all(n - 2))).then(|(a, b)| a + b)).boxed()
+}
+
+/// [`fib_when_all`] with `fork_join`: the node's `when_all` builds its children.
+fn fib_fork_join(n: u64) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(n).boxed();
+    }
+    fork_join(move || fib_fork_join(n - 1), move || fib_fork_join(n - 2)).then(|(a, b)| a + b).boxed()
+}
+
+/// `fib(n)` with `spawn_future`: each node spawns its two children into the scope of
+/// `tk`, onto the pool, built when they run, and joins their futures.
+fn fib_spawn_future(sch: PoolScheduler, tk: CountingToken, n: u64) -> AnySender<'static, u64> {
+    if n < 2 {
+        return just(n).boxed();
+    }
+    let child = |m: u64| {
+        let s = sch.clone();
+        spawn_future(starts_on(sch.clone(), defer(move || fib_spawn_future(s, tk, m))), tk)
+    };
+    when_all((child(n - 1), child(n - 2))).then(|(a, b)| a + b).boxed()
+}
+
+/// [`fib_spawn_future`] in a fresh `CountingScope`, joined.
+fn fib_spawned(sch: &PoolScheduler, n: u64) -> u64 {
+    let scope = CountingScope::new();
+    let fib = sync_wait(fib_spawn_future(sch.clone(), scope.token(), n)).expect("fib").expect("a value");
+    sync_wait(scope.join()).expect("join");
+    fib
 }
 
 /// A full binary tree of depth `d` through `when_all`; its value is its node count.
@@ -429,6 +460,7 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let sch = p.sch;
     let fib_n = mode.pick(25, 30);
     let task_fib_n = mode.pick(20, 25);
+    let spawned_fib_n = mode.pick(20, 25);
     let depth = mode.pick(18, 20);
     let tree8_depth = mode.pick(6, 7);
     let work_depth = mode.pick(16, 20);
@@ -444,6 +476,14 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
             sync_wait(starts_on(sch.clone(), fib_when_all(black_box(fib_n)))).unwrap().unwrap()
         })
         .rayon(move || p.rayon.install(|| fib_rayon(black_box(fib_n)))),
+        Workload::new(format!("fib({fib_n}) via `fork_join`"), move || {
+            sync_wait(starts_on(sch.clone(), fib_fork_join(black_box(fib_n)))).unwrap().unwrap()
+        })
+        .rayon(move || p.rayon.install(|| fib_rayon(black_box(fib_n)))),
+        Workload::new(format!("fib({spawned_fib_n}) via `spawn_future`"), move || {
+            fib_spawned(sch, black_box(spawned_fib_n))
+        })
+        .rayon(move || p.rayon.install(|| fib_rayon(black_box(spawned_fib_n)))),
         Workload::new(format!("tree 2^{depth} via `when_all`"), move || {
             sync_wait(starts_on(sch.clone(), tree_when_all(black_box(depth)))).unwrap().unwrap()
         })

@@ -468,6 +468,68 @@ fn request_stop_reaches_running_work() {
     assert!(probes.iter().all(|p| p.saw_stop()));
 }
 
+/// `spawn_future` forwards the scope's stop into its work through the source of the
+/// spawning worker's shard, and `nest` merges that shard's token: a stop request on the
+/// scope must reach work associated on every worker (and from outside the pool), each
+/// waiting in a stop callback that only the forwarded request completes.
+#[test]
+fn request_stop_reaches_spawned_futures_and_nested_work_associated_on_every_worker() {
+    const WORKERS: usize = 4;
+    let pool = StaticThreadPool::builder().num_threads(WORKERS).build().unwrap();
+    let scope = CountingScope::new();
+    let tk = scope.token();
+    let registered: Vec<&'static AtomicBool> = (0..4 * WORKERS + 2).map(|_| leak(AtomicBool::new(false))).collect();
+    let futures = Mutex::new(Vec::new());
+    let nested = Mutex::new(Vec::new());
+    let workers = Mutex::new(std::collections::HashSet::new());
+    // Each index associates from whichever worker runs it (the bulk's indices are spread
+    // over the workers, each waiting at a barrier until all have started).
+    let started = std::sync::Barrier::new(WORKERS);
+    sync_wait(schedule(&pool.scheduler()).bulk_unchunked(WORKERS, |i, ()| {
+        started.wait();
+        workers.lock().unwrap().insert(std::thread::current().id());
+        for k in 0..4 {
+            let flag = registered[4 * i + k];
+            if k % 2 == 0 {
+                futures.lock().unwrap().push(spawn_future(common::cancel_on_stop::<Infallible>(flag), tk));
+            } else {
+                nested.lock().unwrap().push(nest(common::cancel_on_stop::<Infallible>(flag), tk));
+            }
+        }
+    }))
+    .unwrap();
+    assert_eq!(workers.lock().unwrap().len(), WORKERS, "every worker associated");
+    // And from outside the pool (counted on the root).
+    futures.lock().unwrap().push(spawn_future(common::cancel_on_stop::<Infallible>(registered[4 * WORKERS]), tk));
+    nested.lock().unwrap().push(nest(common::cancel_on_stop::<Infallible>(registered[4 * WORKERS + 1]), tk));
+    let futures = futures.into_inner().unwrap();
+    // Each nested sender starts (and registers) on a thread of its own, so that none is
+    // stopped by a sibling's completion: only the scope's request can reach it.
+    let nested = nested.into_inner().unwrap();
+    assert_eq!((futures.len(), nested.len()), (2 * WORKERS + 1, 2 * WORKERS + 1));
+    let (done, results) = std::sync::mpsc::channel();
+    for n in nested {
+        let done = done.clone();
+        std::thread::spawn(move || done.send(sync_wait(n)).unwrap());
+    }
+    let deadline = Instant::now() + common::SAFETY_TIMEOUT;
+    while !registered.iter().all(|r| r.load(Ordering::SeqCst)) {
+        assert!(Instant::now() < deadline, "the work did not start");
+        std::thread::yield_now();
+    }
+    scope.request_stop();
+    for _ in 0..2 * WORKERS + 1 {
+        let r = results.recv_timeout(common::SAFETY_TIMEOUT).expect("a nested sender missed the scope's stop");
+        assert_eq!(r, Ok(None));
+    }
+    // One future at a time, each with a deadline: a work the request missed never ends.
+    for f in futures {
+        let r = sync_wait(timeout(f, &pool.scheduler(), common::SAFETY_TIMEOUT));
+        assert!(matches!(r, Ok(None)), "a spawned future missed the scope's stop: {r:?}");
+    }
+    sync_wait(scope.join()).unwrap();
+}
+
 #[test]
 fn request_stop_reaches_nested_work_along_with_the_receivers_token() {
     let scope = CountingScope::new();

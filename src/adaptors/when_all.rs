@@ -245,8 +245,8 @@ unsafe impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> ForwardTarget for 
     fn hold(&self) -> Option<()> {
         hold_live_count(&self.count)
     }
-    fn source(&self) -> &InplaceStopSource {
-        &self.source
+    fn request_stop(&self) {
+        self.source.request_stop();
     }
     unsafe fn release(this: *const Self, (): ()) {
         // SAFETY: the caller's contract: the count taken by `hold`, released once.

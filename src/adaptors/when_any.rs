@@ -106,8 +106,8 @@ unsafe impl<V, E, R: Receiver<V, E>> ForwardTarget for Race<V, E, R> {
     fn hold(&self) -> Option<()> {
         hold_live_count(&self.count)
     }
-    fn source(&self) -> &InplaceStopSource {
-        &self.source
+    fn request_stop(&self) {
+        self.source.request_stop();
     }
     unsafe fn release(this: *const Self, (): ()) {
         // SAFETY: the caller's contract: the count `hold` took, released once.

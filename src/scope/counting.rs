@@ -239,7 +239,7 @@ scope_common!(CountingScope, CountingToken, true);
 impl CountingScope {
     /// Requests stop on every operation nested in the scope, now or later.
     pub fn request_stop(&self) {
-        self.owner.core.stop.request_stop();
+        self.owner.core.request_stop();
     }
 }
 
@@ -281,6 +281,10 @@ impl Association for ScopeAssociation {
 
     fn report_error(&self, error: Infallible) {
         match error {}
+    }
+
+    fn forwarding_token(&self) -> StopToken<'_> {
+        if self.stop { self.core.forwarding_token(self.home) } else { StopToken::never() }
     }
 }
 

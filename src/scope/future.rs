@@ -196,8 +196,8 @@ unsafe impl<V, E> ForwardTarget for Header<V, E> {
         self.refs.fetch_add(1, Ordering::Relaxed);
         Some(())
     }
-    fn source(&self) -> &InplaceStopSource {
-        &self.stop
+    fn request_stop(&self) {
+        self.stop.request_stop();
     }
     unsafe fn release(this: *const Self, (): ()) {
         // SAFETY: forwarded.
@@ -270,7 +270,7 @@ where
     // and then takes the association out; the forwarder's target, the header, outlives
     // the callback (`ForwardTarget` for `Header`), and the block's contents are `Send`.
     unsafe {
-        let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.env().stop_token());
+        let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.forwarding_token());
         let forward = ForwardStop::new(&raw const (*head).header);
         let cb = (*head).scope_stop.insert(RawStopCallback::new(scope_token, forward));
         Pin::new_unchecked(cb).register();

@@ -42,7 +42,7 @@ use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::{OperationState, Sender, SenderTo, sender};
-use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken};
+use crate::stop::{ForwardStop, ForwardTarget, RawStopCallback, StopToken};
 use crate::sync::{self, AtomicBool, Ordering};
 
 use super::core::ScopeCore;
@@ -178,12 +178,12 @@ impl<Sch, E> LetScopeShared<Sch, E> {
             // the join (see the `Sync` impl).
             self.error.with_mut(|slot| unsafe { *slot = Some(error) });
         }
-        self.core.stop.request_stop();
+        self.core.request_stop();
     }
 
     fn record_panic(&self, panic: Panic) {
         self.core.record_panic(panic);
-        self.core.stop.request_stop();
+        self.core.request_stop();
     }
 
     #[inline]
@@ -206,8 +206,8 @@ unsafe impl<Sch, E> ForwardTarget for LetScopeShared<Sch, E> {
     fn hold(&self) -> Option<Home> {
         self.core.counter.try_associate(self.generation, shard_index::current())
     }
-    fn source(&self) -> &InplaceStopSource {
-        &self.core.stop
+    fn request_stop(&self) {
+        self.core.request_stop();
     }
     unsafe fn release(this: *const Self, home: Home) {
         // SAFETY: the caller's contract: alive until this dissociation; the core is
@@ -350,6 +350,10 @@ impl<Sch: MaybeScheduler, E: Send> Association for LetAssociation<'_, Sch, E> {
 
     fn report_error(&self, error: E) {
         self.shared().record_error(error);
+    }
+
+    fn forwarding_token(&self) -> StopToken<'_> {
+        self.shared().core.forwarding_token(self.home)
     }
 }
 
@@ -876,7 +880,7 @@ mod loom_tests {
     }
 
     fn open() -> &'static Model {
-        let core: &'static ScopeCore = Box::leak(Box::new(ScopeCore::new_for_model(2)));
+        let core: &'static ScopeCore = Box::leak(Box::new(ScopeCore::new_for_model(2, 0)));
         let props: *const (dyn Props + Sync) = &EmptyEnv;
         Box::leak(Box::new(Model {
             shared: LetScopeShared {
@@ -960,8 +964,8 @@ mod loom_tests {
         // `release`: the next generation, and a clean stop source.
         core.counter.recycle();
         // SAFETY: the scope is joined and its stop callback is gone: no callback is
-        // registered on the source and no other thread uses it (`release`'s argument).
-        unsafe { core.stop.reset() };
+        // registered on the sources and no other thread uses them (`release`'s argument).
+        unsafe { core.reset_stop() };
         m.joins.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -4,7 +4,6 @@ use std::marker::PhantomPinned;
 use std::pin::Pin;
 
 use crate::adaptors::stop_when::{StopWhen, stop_when};
-use crate::env::Env;
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::StopToken;
@@ -123,8 +122,10 @@ where
         };
         // SAFETY: the token borrows the association, which lives in this pinned operation
         // (it does not move again) and is dropped after `child` (field order), so the
-        // token outlives every use the child makes of it.
-        let token = unsafe { std::mem::transmute::<StopToken<'_>, StopToken<'static>>(assoc.env().stop_token()) };
+        // token outlives every use the child makes of it. It is the association's
+        // forwarding token (its shard's source, stopped with the scope's), so that the
+        // merged source's forwarder does not register on the scope's one shared source.
+        let token = unsafe { std::mem::transmute::<StopToken<'_>, StopToken<'static>>(assoc.forwarding_token()) };
         let child = this.child.insert(stop_when(sndr, token).connect(rcvr));
         // SAFETY: the child lives in the pinned operation and is started once.
         unsafe { Pin::new_unchecked(child).start() }

@@ -4,6 +4,7 @@
 
 use crate::env::Env;
 use crate::panic::Panic;
+use crate::stop::StopToken;
 
 /// A non-owning, copyable handle to an async scope: the basis operations that
 /// [`nest`](crate::nest), [`spawn`](crate::spawn()) and
@@ -84,4 +85,13 @@ pub trait Association: Send {
     /// Hands the scope an error of spawned work. A `let_async_scope` keeps the first one
     /// (it becomes the scope's completion) and requests stop on its other work.
     fn report_error(&self, error: Self::Error);
+
+    /// The token on which a callback that only forwards the scope's stop requests
+    /// registers: one stopped whenever the scope's is (the counting scopes and
+    /// `let_async_scope` give the source of the association's counter shard, on a line
+    /// of the worker that associated, where the scope's own source is one line that every
+    /// worker would write). By default the environment's token.
+    fn forwarding_token(&self) -> StopToken<'_> {
+        self.env().stop_token()
+    }
 }

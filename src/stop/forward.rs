@@ -15,7 +15,6 @@
 //! is held by implementing [`ForwardTarget`].
 
 use super::callback::Invoke;
-use super::source::InplaceStopSource;
 use crate::job::JobRef;
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -32,8 +31,9 @@ pub(crate) unsafe trait ForwardTarget {
     /// Takes a hold, or returns `None` if the operation is completing.
     fn hold(&self) -> Option<Self::Hold>;
 
-    /// The source the request is forwarded to.
-    fn source(&self) -> &InplaceStopSource;
+    /// Requests stop on what the request is forwarded to (a stop source; for a scope,
+    /// its source and its shards').
+    fn request_stop(&self);
 
     /// Releases a hold; this may complete the operation and free `this`.
     ///
@@ -72,7 +72,7 @@ unsafe fn forward<T: ForwardTarget>(target: *const (), (): ()) {
     // after; nothing touches the target after its release.
     unsafe {
         if let Some(hold) = (*target).hold() {
-            (*target).source().request_stop();
+            (*target).request_stop();
             T::release(target, hold);
         }
     }
