@@ -8,6 +8,7 @@
 //! | `flat_spawn` | [`FLAT_N`] empty spawns from the main thread, then `join` | `in_place_scope` + `s.spawn`; `tokio::spawn` + awaiting the handles | ≥ 3× rayon's throughput |
 //! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
 //! | `let_scope_vec` | a tree laid out in a `Vec<Node>` through `let_async_scope`, the closures capturing `&[Node]` and an index | the same in a `CountingScope` over a leaked `'static` slice | ≤ 1.05× `CountingScope`'s time |
+//! | `spawn_floor/no_work`, `spawn_floor/work_300ns` | the `tree_spawn` tree (`senders`; `senders_latent`: a pool with `latent_forks`, no work only) | its floor (`floor_count`: `rayon::join` with a heap block and a counted association per child; `floor_storage`: no count); `rayon::join`; plain recursion | ≤ 1.5× `rayon::join`'s time; ≥ 1.85× faster than sequential |
 //! | `let_scope/no_work`, `let_scope/work_300ns` | the tree through `let_async_scope` + `spawn` (borrowing the scheduler and the counters, not `'static`) | the `CountingScope` tree above; `rayon::join` recursion | no slower than `CountingScope` (≤ 1.05× its time, a speedup ≥ 0.95) |
 //!
 //! ```text
@@ -578,10 +579,21 @@ impl<'c, 'f> Group<'c, 'f> {
 /// (one leaked `Arc` clone per group).
 fn pools() -> (StaticThreadPool, &'static PoolScheduler, rayon::ThreadPool) {
     let threads = paired::threads(THREADS);
-    let ours = StaticThreadPool::new(threads).expect("senders pool");
-    let sch: &'static PoolScheduler = Box::leak(Box::new(ours.scheduler()));
+    let (ours, sch) = ours_pool(false);
     let theirs = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool");
     (ours, sch, theirs)
+}
+
+/// Our pool alone, holding its workers' forks and spawns latent or not
+/// (`PoolBuilder::latent_forks`), with its scheduler leaked as in [`pools`].
+fn ours_pool(latent: bool) -> (StaticThreadPool, &'static PoolScheduler) {
+    let ours = StaticThreadPool::builder()
+        .num_threads(paired::threads(THREADS))
+        .latent_forks(latent)
+        .build()
+        .expect("senders pool");
+    let sch: &'static PoolScheduler = Box::leak(Box::new(ours.scheduler()));
+    (ours, sch)
 }
 
 fn tree_no_work(c: &mut Criterion) {
@@ -688,8 +700,12 @@ fn spawn_floor(c: &mut Criterion) {
     check("floor tree, storage and count", TREE_NODES, |c| floor_tree::<true>(&rpool, 0, Some(c)));
     check("floor tree+work", TREE_NODES, |c| floor_tree::<true>(&rpool, iters, Some(c)));
 
+    let (_latent_pool, latent) = ours_pool(true);
+    check("tree, ours, latent spawns", TREE_NODES, |c| ours_tree(latent, CounterKind::Sharded, 0, Some(c)));
+
     let mut g = Group::new(c, "spawn_floor/no_work");
     g.bench("senders", || ours_tree(sch, CounterKind::Sharded, 0, None));
+    g.bench("senders_latent", || ours_tree(latent, CounterKind::Sharded, 0, None));
     g.bench("floor_count", || floor_tree::<true>(&rpool, 0, None));
     g.bench("floor_storage", || floor_tree::<false>(&rpool, 0, None));
     g.bench("rayon_join", || rayon_join_tree(&rpool, 0, None));
@@ -698,6 +714,8 @@ fn spawn_floor(c: &mut Criterion) {
         Pair { ours: "floor_count", base: "rayon_join", target: None },
         Pair { ours: "senders", base: "floor_count", target: None },
         Pair { ours: "senders", base: "rayon_join", target: Some(1.0 / 1.5) },
+        Pair { ours: "senders_latent", base: "rayon_join", target: Some(1.0 / 1.5) },
+        Pair { ours: "senders_latent", base: "senders", target: None },
     ]);
 
     let mut g = Group::new(c, "spawn_floor/work_300ns");
@@ -722,7 +740,8 @@ criterion::criterion_group! {
 }
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
-/// profilers. `what` is `tree`, `tree_single`, `tree_work`, `rayon_tree`, `flat`,
+/// profilers. `what` is `tree`, `tree_single`, `tree_latent` (a pool with latent forks),
+/// `tree_work`, `rayon_tree`, `flat`,
 /// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work`, `rayon_join_tree`,
 /// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work`, `floor_storage_tree`,
 /// `vec_tree` or `let_vec_tree`.
@@ -731,12 +750,15 @@ fn profile(spec: &str) {
     let what = parts.next().unwrap_or("tree");
     let repeats: usize = parts.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     let (_pool, sch, rpool) = pools();
+    let mut latent_pool = None;
+    let mut latent = || latent_pool.get_or_insert_with(|| ours_pool(true)).1;
     let iters = if what.ends_with("work") { calibrate(WORK_NS) } else { 0 };
     let start = Instant::now();
     for _ in 0..repeats {
         match what {
             "tree" | "tree_work" => ours_tree(sch, CounterKind::Sharded, iters, None),
             "tree_single" => ours_tree(sch, CounterKind::SingleAtomic, 0, None),
+            "tree_latent" => ours_tree(latent(), CounterKind::Sharded, 0, None),
             "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
             "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
             "let_tree" | "let_tree_work" => let_tree(sch, iters, None),

@@ -96,6 +96,38 @@ mod whole_pool {
         });
     }
 
+    /// (M) Latent spawns: on a pool that holds its forks latent, a job spawns two
+    /// children from its worker. The first goes on the deque (it was empty); the second
+    /// is held on the worker's ring unless the other worker has gone hungry, when it is
+    /// published. Each child runs once, whoever runs it, and the outside join waits for
+    /// both (a spawn left on a ring when its worker sleeps would leave loom with every
+    /// thread blocked).
+    #[test]
+    fn latent_spawns_from_a_worker_are_run_or_published_and_joined() {
+        loom::model(|| {
+            let pool = StaticThreadPool::builder().num_threads(2).latent_forks(true).build().unwrap();
+            let scope = CountingScope::new();
+            let tally = Tally::default();
+            let (sch, token, children) = (pool.scheduler(), scope.token(), tally.clone());
+            let parent = schedule(&pool.scheduler()).then(move |()| {
+                for _ in 0..2 {
+                    let ran = children.ran.clone();
+                    assert!(spawn(
+                        schedule(&sch).then(move |()| {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        }),
+                        token
+                    ));
+                }
+                children.ran.fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(spawn(parent, scope.token()));
+            sync_wait(scope.join()).unwrap();
+            assert_eq!((tally.ran(), tally.stopped()), (3, 0));
+            drop(pool);
+        });
+    }
+
     /// (C) Another thread requests stop on the scope, or closes it, while this thread
     /// spawns and joins. A job the scope took completes exactly once, run or stopped;
     /// the join returns once it has; a refused spawn runs nothing. One spawn, and the

@@ -1172,6 +1172,51 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
     }
 }
 
+/// The same for a spawn: `first` spawns `y` onto the pool while its worker's deque holds
+/// `filler` and the other worker is busy, so `y` is held latent, and then blocks in
+/// `sync_wait` until `y` has run, which only the other worker can do, once it is free,
+/// if the blocking worker published `y` first.
+#[test]
+fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_spawns() {
+    let _serial = serial();
+    let pool = latent_pool("blocks-spawn");
+    let outside = SingleThreadContext::new();
+    let scope = CountingScope::new();
+    for _ in 0..3 {
+        let b_busy = Arc::new(AtomicBool::new(false));
+        let y_on = Arc::new(Mutex::new(None::<Option<String>>));
+        let (b1, b2) = (b_busy.clone(), b_busy.clone());
+        let (y1, y2) = (y_on.clone(), y_on.clone());
+        let (sch, pool_sch, tok) = (outside.scheduler(), pool.scheduler(), scope.token());
+        let first = just(()).then(move |()| {
+            while !b1.load(Ordering::Acquire) {}
+            let y = schedule(&pool_sch).then(move |()| *y2.lock().unwrap() = Some(thread_name()));
+            let spawned = spawn(y, tok);
+            let wait = sch.schedule().then(move |()| {
+                let t = Instant::now();
+                while y1.lock().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
+                    thread::yield_now();
+                }
+                y1.lock().unwrap().clone()
+            });
+            (spawned, sync_wait(wait).unwrap().unwrap(), thread_name())
+        });
+        let busy = just(()).then(move |()| {
+            b2.store(true, Ordering::Release);
+            thread::sleep(Duration::from_millis(50));
+        });
+        let r = within(SAFETY_TIMEOUT, {
+            let sch = pool.scheduler();
+            move || sync_wait(starts_on(sch, when_all((first, just(()), busy))))
+        });
+        let ((spawned, y_on, x_on), (), ()) = r.expect("deadlock").unwrap().unwrap();
+        assert!(spawned);
+        let y_on = y_on.expect("the blocked worker's latent spawn never ran");
+        assert_ne!(y_on, x_on, "the spawn ran beside the blocked worker");
+    }
+    sync_wait(scope.join()).unwrap();
+}
+
 #[test]
 fn a_join_gives_a_hungry_worker_the_oldest_latent_fork() {
     let _serial = serial();
@@ -1201,6 +1246,41 @@ fn a_join_gives_a_hungry_worker_the_oldest_latent_fork() {
         let (((leaf1, leaf2), q), (), ()) = r.unwrap().unwrap();
         assert_eq!(leaf1, leaf2, "the worker took its own fork back");
         assert_ne!(leaf1, q, "the oldest latent fork was not published at the join");
+    }
+}
+
+/// A spawn tree of `2^(d+1) - 1` nodes into `tok`'s scope, each node spawned onto the
+/// pool, counted, and noted if it ran off the pool's workers (named `spawns-*`).
+fn spawn_node(sch: PoolScheduler, tok: CountingToken, d: u32, nodes: &'static [AtomicUsize; 2]) {
+    let on_worker = thread_name().is_some_and(|n| n.starts_with("spawns-"));
+    nodes[usize::from(!on_worker)].fetch_add(1, Ordering::Relaxed);
+    if d > 0 {
+        for _ in 0..2 {
+            let s = sch.clone();
+            assert!(spawn(schedule(&sch).then(move |()| spawn_node(s, tok, d - 1, nodes)), tok));
+        }
+    }
+}
+
+#[test]
+fn latent_and_published_spawns_run_every_node_of_a_spawn_tree_on_any_number_of_workers() {
+    static NODES: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    for latent in [true, false] {
+        for n in [1, 2, 3, 8] {
+            let pool = StaticThreadPool::builder()
+                .num_threads(n)
+                .latent_forks(latent)
+                .thread_name(|i| format!("spawns-{i}"))
+                .build()
+                .unwrap();
+            NODES.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+            let scope = CountingScope::new();
+            let (sch, tok) = (pool.scheduler(), scope.token());
+            assert!(spawn(schedule(&pool.scheduler()).then(move |()| spawn_node(sch, tok, 10, &NODES)), tok));
+            sync_wait(scope.join()).unwrap();
+            let counts = NODES.each_ref().map(|c| c.load(Ordering::Relaxed));
+            assert_eq!(counts, [2047, 0], "latent {latent}, {n} workers: [on the pool, elsewhere]");
+        }
     }
 }
 

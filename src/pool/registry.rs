@@ -378,13 +378,14 @@ impl WorkerThread {
         self.registry.sleep.wake_one();
     }
 
-    /// Pushes the job that starts a spawned operation, tagged so that the worker running
-    /// it lets the operation's first `schedule()` on this pool complete inline (see
-    /// [`take_fresh`](Self::take_fresh)): the spawn already went through a deque, so a
+    /// Forks the job that starts a spawned operation (on the deque, or latent as
+    /// [`fork`](Self::fork) decides), tagged so that the worker running it lets the
+    /// operation's first `schedule()` on this pool complete inline (see
+    /// [`take_fresh`](Self::take_fresh)): the spawn already went through a queue, so a
     /// second trip would only cost time.
     #[inline]
     pub(crate) fn push_spawned(&self, job: JobRef) {
-        self.push_local(job.tagged());
+        self.fork(job.tagged());
     }
 
     /// Forks `job`. While this worker's deque is empty, the fork is published, so that a

@@ -3,7 +3,8 @@
 //! calling thread's lane otherwise, the shared injector once every lane is taken, and
 //! nowhere once shutdown began, for outside submissions); the registry's reference count
 //! after the pool is dropped from a job; and the spawn hook's tag (the job of a spawned
-//! operation is queued once, and its first `schedule()` completes inline).
+//! operation is queued once, and its first `schedule()` completes inline; with latent
+//! forks, spawns made while the deque holds a job are held on the worker's ring).
 //!
 //! A file of its own, above the pool's modules, so that those modules do not import the
 //! crate's higher layers for their tests.
@@ -333,4 +334,44 @@ fn a_thousand_children_are_handed_out_by_halves() {
     assert_eq!(values, (0..1000).collect::<Vec<_>>());
     let deepest = deepest.load(Ordering::Relaxed);
     assert!((1..=20).contains(&deepest), "at most {deepest} jobs queued at once");
+}
+
+/// With latent forks, a spawn from a worker is a fork like `when_all`'s: the first, made
+/// while the worker's deque is empty, is queued there for thieves; the next ones are
+/// held on the worker's ring (nobody is hungry on a one-worker pool). All of them run,
+/// newest first, each starting with its `schedule()` completing inline. Without the
+/// option every spawn is queued.
+#[test]
+fn spawns_from_a_worker_are_held_latent_while_its_deque_holds_a_job() {
+    for latent in [false, true] {
+        let pool = StaticThreadPool::builder().num_threads(1).latent_forks(latent).build().unwrap();
+        let registry = registry_of(&pool);
+        let sch = pool.scheduler();
+        let scope = SimpleCountingScope::new();
+        let tok = scope.token();
+        let (tx, rx) = mpsc::channel::<(&'static str, usize)>();
+        let deque_len = move |r: &RegistryRef| WorkerThread::current_of(r).map_or(usize::MAX, |w| w.queued());
+        let (r, s2) = (registry.clone(), sch.clone());
+        spawn(
+            Then::new(sch.schedule(), move |()| {
+                for (name, after) in [("first", "after first"), ("second", "after second"), ("third", "after third")] {
+                    let (r2, tx2) = (r.clone(), tx.clone());
+                    let on_pool = Then::new(s2.schedule(), move |()| {
+                        let _ = tx2.send((name, deque_len(&r2)));
+                    });
+                    spawn(on_pool, tok);
+                    let _ = tx.send((after, deque_len(&r)));
+                }
+            }),
+            tok,
+        );
+        sync_wait(scope.join()).unwrap();
+        let seen: Vec<_> = rx.try_iter().collect();
+        let expected = if latent {
+            [("after first", 1), ("after second", 1), ("after third", 1), ("third", 1), ("second", 1), ("first", 0)]
+        } else {
+            [("after first", 1), ("after second", 2), ("after third", 3), ("third", 2), ("second", 1), ("first", 0)]
+        };
+        assert_eq!(seen, expected, "latent {latent}");
+    }
 }

@@ -100,8 +100,9 @@ impl PoolBuilder {
         self
     }
 
-    /// Whether a fork-join on a worker (`when_all`'s children) holds its forks *latent*
-    /// while the worker's deque already holds a job: on the worker's private ring,
+    /// Whether a fork-join on a worker (`when_all`'s children) and a `spawn` from a
+    /// worker hold their forks *latent* while the worker's deque already holds a job:
+    /// on the worker's private ring,
     /// published for stealing only when another worker is hungry (seen at the worker's
     /// next fork or join) or this one is about to block in a run loop (`sync_wait`). Off
     /// by default: every fork then goes on the worker's deque at once, as `rayon::join`
@@ -110,7 +111,9 @@ impl PoolBuilder {
     ///
     /// With latent forks, a first child that blocks its worker in code of its own (a
     /// lock, a channel) until a nested sibling has run waits until a fork or join of
-    /// that worker publishes the sibling; nothing else does.
+    /// that worker publishes the sibling; nothing else does. The same holds for a job
+    /// that spawns work and then blocks in its own code until that work has run.
+    /// (Blocking in `sync_wait` is safe: it publishes first.)
     ///
     /// ```
     /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait, when_all};

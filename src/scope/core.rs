@@ -122,12 +122,19 @@ impl ScopeCore {
     /// As for [`InplaceStopSource::reset`], for every source of the core: the scope is
     /// droppable (no association is alive, so no forwarding callback is registered) and
     /// only its owner could request stop.
+    ///
+    /// Only [`request_stop`](Self::request_stop) stops the shards' sources, after the
+    /// scope's own: while that one was never stopped, they are as new and are not
+    /// touched (each is a line that the workers' forwarders last wrote).
     pub(crate) unsafe fn reset_stop(&self) {
+        let shards_stopped = self.stop.stop_requested();
         // SAFETY: the caller's contract.
         unsafe {
             self.stop.reset();
-            for shard in self.stop_shards.iter() {
-                shard.reset();
+            if shards_stopped {
+                for shard in self.stop_shards.iter() {
+                    shard.reset();
+                }
             }
         }
     }
@@ -160,6 +167,30 @@ impl ScopeCore {
     /// The recorded panic, for the join to resume.
     pub(crate) fn take_panic(&self) -> Option<Panic> {
         self.panic.lock().take()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::ScopeCore;
+    use crate::scope::counter::Home;
+
+    fn stopped(core: &ScopeCore) -> Vec<bool> {
+        let shards = (0..3).map(|i| core.forwarding_token(Home::Shard(i)).stop_requested());
+        shards.chain([core.forwarding_token(Home::Root).stop_requested()]).collect()
+    }
+
+    #[test]
+    fn a_reset_core_is_not_stopped_on_any_shard_whether_or_not_it_was_stopped() {
+        let core = ScopeCore::with_shards(3, 3);
+        // SAFETY: nothing is registered on the sources, and only this thread uses them.
+        unsafe { core.reset_stop() };
+        assert_eq!(stopped(&core), [false; 4]);
+        core.request_stop();
+        assert_eq!(stopped(&core), [true; 4]);
+        // SAFETY: as above.
+        unsafe { core.reset_stop() };
+        assert_eq!(stopped(&core), [false; 4], "[shard 0, 1, 2, the scope's own]");
     }
 }
 
