@@ -67,6 +67,10 @@ mod floor;
 #[path = "common/work.rs"]
 mod work;
 
+#[path = "common/spawn_fib.rs"]
+mod spawn_fib;
+use spawn_fib::fib_spawned;
+
 use paired::{format_ns, median};
 
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -82,9 +86,9 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use rayon::prelude::*;
 use senders::{
-    AnySender, CountingScope, CountingToken, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler,
-    Sender, SenderExt, SenderTo, StaticThreadPool, Task, defer, domain::NoDomain, fork_join, just, pool::PoolOp,
-    schedulers::NoScheduler, spawn_future, starts_on, sync_wait, when_all, when_all_iter,
+    AnySender, EmptyEnv, OperationState, Panic, PoolScheduler, Receiver, Scheduler, Sender, SenderExt, SenderTo,
+    StaticThreadPool, Task, domain::NoDomain, fork_join, just, pool::PoolOp, schedulers::NoScheduler, starts_on,
+    sync_wait, when_all, when_all_iter,
 };
 
 /// Workers in both pools.
@@ -1280,29 +1284,6 @@ fn fib(c: &mut Criterion) {
             sequential: || seq_fib(black_box(FIB_N)),
         },
     );
-}
-
-/// `fib(n)` as a user writes it with `spawn_future`: each node spawns its two children
-/// into a counting scope, onto the pool (`starts_on`: the erased node's own domain has
-/// no scheduler, and would start a spawn inline), built when they run (`defer`), and
-/// joins their futures with `when_all`.
-fn fib_spawn_future(sch: PoolScheduler, tk: CountingToken, n: u64) -> AnySender<'static, u64> {
-    if n < 2 {
-        return just(n).boxed();
-    }
-    let child = |m: u64| {
-        let s = sch.clone();
-        spawn_future(starts_on(sch.clone(), defer(move || fib_spawn_future(s, tk, m))), tk)
-    };
-    when_all((child(n - 1), child(n - 2))).then(fib_combine).boxed()
-}
-
-/// [`fib_spawn_future`] from the calling thread, then the scope's join.
-fn fib_spawned(sch: &PoolScheduler, n: u64) -> u64 {
-    let scope = CountingScope::new();
-    let fib = sync_wait(fib_spawn_future(sch.clone(), scope.token(), n)).unwrap().unwrap();
-    sync_wait(scope.join()).unwrap();
-    fib
 }
 
 /// fib(30) through `spawn_future` + `when_all` (issue 26's row), beside the same

@@ -56,6 +56,10 @@
 #[path = "../benches/common/work.rs"]
 mod work;
 
+#[path = "../benches/common/spawn_fib.rs"]
+mod spawn_fib;
+use spawn_fib::fib_spawned;
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -68,7 +72,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use rayon::prelude::*;
 use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, defer, fork_join, just, schedule, spawn, spawn_future, starts_on, sync_wait, when_all, when_all_iter,
+    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, when_all, when_all_iter,
 };
 use work::{calibrate, spin};
 
@@ -167,27 +171,6 @@ fn fib_fork_join(n: u64) -> AnySender<'static, u64> {
         return just(n).boxed();
     }
     fork_join(move || fib_fork_join(n - 1), move || fib_fork_join(n - 2)).then(|(a, b)| a + b).boxed()
-}
-
-/// `fib(n)` with `spawn_future`: each node spawns its two children into the scope of
-/// `tk`, onto the pool, built when they run, and joins their futures.
-fn fib_spawn_future(sch: PoolScheduler, tk: CountingToken, n: u64) -> AnySender<'static, u64> {
-    if n < 2 {
-        return just(n).boxed();
-    }
-    let child = |m: u64| {
-        let s = sch.clone();
-        spawn_future(starts_on(sch.clone(), defer(move || fib_spawn_future(s, tk, m))), tk)
-    };
-    when_all((child(n - 1), child(n - 2))).then(|(a, b)| a + b).boxed()
-}
-
-/// [`fib_spawn_future`] in a fresh `CountingScope`, joined.
-fn fib_spawned(sch: &PoolScheduler, n: u64) -> u64 {
-    let scope = CountingScope::new();
-    let fib = sync_wait(fib_spawn_future(sch.clone(), scope.token(), n)).expect("fib").expect("a value");
-    sync_wait(scope.join()).expect("join");
-    fib
 }
 
 /// A full binary tree of depth `d` through `when_all`; its value is its node count.

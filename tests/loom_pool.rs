@@ -69,17 +69,14 @@ mod whole_pool {
         });
     }
 
-    /// (B) The recursive case: a job spawned from outside spawns a child from its
-    /// worker (onto that worker's deque, where the other worker may steal it). Both run
-    /// once and the outside join waits for the child too.
-    #[test]
-    fn a_job_spawns_a_child_from_its_worker() {
-        loom::model(|| {
-            let pool = StaticThreadPool::new(2).unwrap();
-            let scope = CountingScope::new();
-            let tally = Tally::default();
-            let (sch, token, child_tally) = (pool.scheduler(), scope.token(), tally.clone());
-            let parent = schedule(&pool.scheduler()).then(move |()| {
+    /// A job spawned from outside spawns `children` children from its worker, and the
+    /// outside join waits for all of them: each runs once.
+    fn a_job_spawns_children_from_its_worker(pool: StaticThreadPool, children: usize) {
+        let scope = CountingScope::new();
+        let tally = Tally::default();
+        let (sch, token, child_tally) = (pool.scheduler(), scope.token(), tally.clone());
+        let parent = schedule(&pool.scheduler()).then(move |()| {
+            for _ in 0..children {
                 let ran = child_tally.ran.clone();
                 assert!(spawn(
                     schedule(&sch).then(move |()| {
@@ -87,13 +84,21 @@ mod whole_pool {
                     }),
                     token
                 ));
-                child_tally.ran.fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(spawn(parent, scope.token()));
-            sync_wait(scope.join()).unwrap();
-            assert_eq!((tally.ran(), tally.stopped()), (2, 0));
-            drop(pool);
+            }
+            child_tally.ran.fetch_add(1, Ordering::Relaxed);
         });
+        assert!(spawn(parent, scope.token()));
+        sync_wait(scope.join()).unwrap();
+        assert_eq!((tally.ran(), tally.stopped()), (children + 1, 0));
+        drop(pool);
+    }
+
+    /// (B) The recursive case: a job spawned from outside spawns a child from its
+    /// worker (onto that worker's deque, where the other worker may steal it). Both run
+    /// once and the outside join waits for the child too.
+    #[test]
+    fn a_job_spawns_a_child_from_its_worker() {
+        loom::model(|| a_job_spawns_children_from_its_worker(StaticThreadPool::new(2).unwrap(), 1));
     }
 
     /// (M) Latent spawns: on a pool that holds its forks latent, a job spawns two
@@ -106,25 +111,7 @@ mod whole_pool {
     fn latent_spawns_from_a_worker_are_run_or_published_and_joined() {
         loom::model(|| {
             let pool = StaticThreadPool::builder().num_threads(2).latent_forks(true).build().unwrap();
-            let scope = CountingScope::new();
-            let tally = Tally::default();
-            let (sch, token, children) = (pool.scheduler(), scope.token(), tally.clone());
-            let parent = schedule(&pool.scheduler()).then(move |()| {
-                for _ in 0..2 {
-                    let ran = children.ran.clone();
-                    assert!(spawn(
-                        schedule(&sch).then(move |()| {
-                            ran.fetch_add(1, Ordering::Relaxed);
-                        }),
-                        token
-                    ));
-                }
-                children.ran.fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(spawn(parent, scope.token()));
-            sync_wait(scope.join()).unwrap();
-            assert_eq!((tally.ran(), tally.stopped()), (3, 0));
-            drop(pool);
+            a_job_spawns_children_from_its_worker(pool, 2);
         });
     }
 

@@ -24,7 +24,7 @@ use crate::adaptors::then::Then;
 use crate::consumers::sync_wait::sync_wait;
 use crate::job::JobRef;
 use crate::scheduler::Scheduler;
-use crate::scope::{SimpleCountingScope, spawn};
+use crate::scope::{SimpleCountingScope, SimpleCountingToken, spawn};
 use std::sync::atomic::Ordering;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -259,48 +259,61 @@ fn after_shutdown_began_outside_pushes_are_refused_and_worker_pushes_still_run()
     assert!(refused.load(Ordering::SeqCst));
 }
 
+/// The length of the calling worker's own deque (`usize::MAX` off the pool).
+fn deque_len(r: &RegistryRef) -> usize {
+    WorkerThread::current_of(r).map_or(usize::MAX, |w| w.queued())
+}
+
+/// What the jobs of [`record_spawns`] report: a label and the deque's length.
+type Seen = mpsc::Sender<(&'static str, usize)>;
+
+/// Spawns `body` onto a one-worker pool (holding its forks latent or not), passing it
+/// the pool's registry and scheduler, the scope's token and a channel; joins the scope
+/// and returns what was sent, in order.
+fn record_spawns(
+    latent: bool,
+    body: impl FnOnce(RegistryRef, super::PoolScheduler, SimpleCountingToken, Seen) + Send + 'static,
+) -> Vec<(&'static str, usize)> {
+    let pool = StaticThreadPool::builder().num_threads(1).latent_forks(latent).build().unwrap();
+    let (r, sch) = (registry_of(&pool), pool.scheduler());
+    let scope = SimpleCountingScope::new();
+    let tok = scope.token();
+    let (tx, rx) = mpsc::channel();
+    let s2 = sch.clone();
+    spawn(Then::new(sch.schedule(), move |()| body(r, s2, tok, tx)), tok);
+    sync_wait(scope.join()).unwrap();
+    rx.try_iter().collect()
+}
+
 /// A spawned `schedule()` from a worker is queued once: when the worker takes the
 /// spawned operation, its `schedule()` completes inline (nothing is pushed again) and
 /// uses up the mark, and a spawn from inside it is queued as usual.
 #[test]
 fn a_spawned_schedule_is_queued_once_and_the_mark_does_not_outlive_it() {
-    let pool = StaticThreadPool::new(1).unwrap();
-    let registry = registry_of(&pool);
-    let sch = pool.scheduler();
-    let scope = SimpleCountingScope::new();
-    let tok = scope.token();
-    let (tx, rx) = mpsc::channel::<(&'static str, usize)>();
-    let deque_len = move |r: &RegistryRef| WorkerThread::current_of(r).map_or(usize::MAX, |w| w.queued());
-    let (r, s2) = (registry.clone(), sch.clone());
-    spawn(
-        Then::new(sch.schedule(), move |()| {
-            let (r2, tx2, s3) = (r.clone(), tx.clone(), s2.clone());
-            spawn(
-                Then::new(s2.schedule(), move |()| {
-                    // Taken from the deque and completed inline: nothing queued.
-                    let _ = tx2.send(("spawned", deque_len(&r2)));
-                    // The mark was used up by that schedule().
-                    let mark = WorkerThread::current_of(&r2).is_none_or(|w| w.is_fresh());
-                    let _ = tx2.send(("mark", usize::from(mark)));
-                    // The spawn below is queued (it is not the one being started).
-                    let r3 = r2.clone();
-                    let tx3 = tx2.clone();
-                    spawn(
-                        Then::new(s3.schedule(), move |()| {
-                            let _ = tx3.send(("nested", deque_len(&r3)));
-                        }),
-                        tok,
-                    );
-                    let _ = tx2.send(("after nested spawn", deque_len(&r2)));
-                }),
-                tok,
-            );
-            let _ = tx.send(("after spawn", deque_len(&r)));
-        }),
-        tok,
-    );
-    sync_wait(scope.join()).unwrap();
-    let seen: Vec<_> = rx.try_iter().collect();
+    let seen = record_spawns(false, |r, s2, tok, tx| {
+        let (r2, tx2, s3) = (r.clone(), tx.clone(), s2.clone());
+        spawn(
+            Then::new(s2.schedule(), move |()| {
+                // Taken from the deque and completed inline: nothing queued.
+                let _ = tx2.send(("spawned", deque_len(&r2)));
+                // The mark was used up by that schedule().
+                let mark = WorkerThread::current_of(&r2).is_none_or(|w| w.is_fresh());
+                let _ = tx2.send(("mark", usize::from(mark)));
+                // The spawn below is queued (it is not the one being started).
+                let r3 = r2.clone();
+                let tx3 = tx2.clone();
+                spawn(
+                    Then::new(s3.schedule(), move |()| {
+                        let _ = tx3.send(("nested", deque_len(&r3)));
+                    }),
+                    tok,
+                );
+                let _ = tx2.send(("after nested spawn", deque_len(&r2)));
+            }),
+            tok,
+        );
+        let _ = tx.send(("after spawn", deque_len(&r)));
+    });
     assert_eq!(
         seen,
         [("after spawn", 1), ("spawned", 0), ("mark", 0), ("after nested spawn", 1), ("nested", 0)],
@@ -344,29 +357,16 @@ fn a_thousand_children_are_handed_out_by_halves() {
 #[test]
 fn spawns_from_a_worker_are_held_latent_while_its_deque_holds_a_job() {
     for latent in [false, true] {
-        let pool = StaticThreadPool::builder().num_threads(1).latent_forks(latent).build().unwrap();
-        let registry = registry_of(&pool);
-        let sch = pool.scheduler();
-        let scope = SimpleCountingScope::new();
-        let tok = scope.token();
-        let (tx, rx) = mpsc::channel::<(&'static str, usize)>();
-        let deque_len = move |r: &RegistryRef| WorkerThread::current_of(r).map_or(usize::MAX, |w| w.queued());
-        let (r, s2) = (registry.clone(), sch.clone());
-        spawn(
-            Then::new(sch.schedule(), move |()| {
-                for (name, after) in [("first", "after first"), ("second", "after second"), ("third", "after third")] {
-                    let (r2, tx2) = (r.clone(), tx.clone());
-                    let on_pool = Then::new(s2.schedule(), move |()| {
-                        let _ = tx2.send((name, deque_len(&r2)));
-                    });
-                    spawn(on_pool, tok);
-                    let _ = tx.send((after, deque_len(&r)));
-                }
-            }),
-            tok,
-        );
-        sync_wait(scope.join()).unwrap();
-        let seen: Vec<_> = rx.try_iter().collect();
+        let seen = record_spawns(latent, |r, s2, tok, tx| {
+            for (name, after) in [("first", "after first"), ("second", "after second"), ("third", "after third")] {
+                let (r2, tx2) = (r.clone(), tx.clone());
+                let on_pool = Then::new(s2.schedule(), move |()| {
+                    let _ = tx2.send((name, deque_len(&r2)));
+                });
+                spawn(on_pool, tok);
+                let _ = tx.send((after, deque_len(&r)));
+            }
+        });
         let expected = if latent {
             [("after first", 1), ("after second", 1), ("after third", 1), ("third", 1), ("second", 1), ("first", 0)]
         } else {
