@@ -18,9 +18,7 @@
 //! | `tree1023` | chili's bench: 100 trees of 1023 nodes through `when_all`, awaited one after another by a `Task` on a worker | the same with `rayon::join` in one `install` | plain recursion |
 //!
 //! `tree8`, `tree`, `fib` and `tree1023` also run ours on a second pool with latent forks
-//! (`senders_latent`, `PoolBuilder::latent_forks(true)`), so that one run compares the two;
-//! `tree` and `fib` also on a third with frame stacks (`senders_frames`,
-//! `PoolBuilder::frame_stacks(true)`).
+//! (`senders_latent`, `PoolBuilder::latent_forks(true)`), so that one run compares the two.
 //!
 //! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
 //! recursion with every call erased, as our recursion erases every node: a block per
@@ -46,8 +44,7 @@
 //!
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
-//! `fib_latent` and `tree_latent` (latent forks on), `fib_frames`, `tree_frames` and
-//! `fib_join_frames` (frame stacks on), `fib_default` (sequential
+//! `fib_latent` and `tree_latent` (latent forks on), `fib_default` (sequential
 //! `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and `rayon_tree8` (the 8-ary tree of
 //! depth `n`), `floor_fib`,
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
@@ -114,13 +111,6 @@ const TREE1023_REPEAT: u64 = 100;
 fn latent_pool() -> StaticThreadPool {
     let threads = paired::threads(THREADS);
     StaticThreadPool::builder().num_threads(threads).latent_forks(true).build().expect("senders pool")
-}
-
-/// Our pool with frame stacks on (`PoolBuilder::frame_stacks`), to compare with the
-/// default in one run.
-fn frames_pool() -> StaticThreadPool {
-    let threads = paired::threads(THREADS);
-    StaticThreadPool::builder().num_threads(threads).frame_stacks(true).build().expect("senders pool")
 }
 
 fn pools() -> (StaticThreadPool, rayon::ThreadPool) {
@@ -1166,8 +1156,6 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     let sch = pool.scheduler();
     let latent = latent_pool();
     let latent_sch = latent.scheduler();
-    let frames = frames_pool();
-    let frames_sch = frames.scheduler();
     let name = r.name;
     let checked = Once::new();
     let check = || {
@@ -1180,7 +1168,6 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
             assert_eq!((r.senders_default)(), r.want, "{name}: senders, default domain");
             assert_eq!((r.senders)(&sch), r.want, "{name}: senders, pool");
             assert_eq!((r.senders)(&latent_sch), r.want, "{name}: senders, pool, latent forks");
-            assert_eq!((r.senders)(&frames_sch), r.want, "{name}: senders, pool, frame stacks");
             assert_eq!((r.senders_fork_join)(&sch), r.want, "{name}: senders, fork_join");
         })
     };
@@ -1193,10 +1180,6 @@ fn recursion_group(c: &mut Criterion, r: Recursion) {
     g.bench("senders_latent", || {
         check();
         (r.senders)(&latent_sch)
-    });
-    g.bench("senders_frames", || {
-        check();
-        (r.senders)(&frames_sch)
     });
     g.bench("senders_fork_join", || {
         check();
@@ -1336,8 +1319,6 @@ fn profile(spec: &str) {
     let sch = pool.scheduler();
     let latent = latent_pool();
     let latent_sch = latent.scheduler();
-    let frames = frames_pool();
-    let frames_sch = frames.scheduler();
     let start = Instant::now();
     let mut sum = 0;
     for _ in 0..repeats {
@@ -1349,9 +1330,6 @@ fn profile(spec: &str) {
             "fib_spawn_future" => fib_spawned(&sch, n),
             "fib_latent" => sync_wait(starts_on(latent_sch.clone(), fib_node(n))).unwrap().unwrap(),
             "tree_latent" => sync_wait(starts_on(latent_sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
-            "fib_frames" => sync_wait(starts_on(frames_sch.clone(), fib_node(n))).unwrap().unwrap(),
-            "tree_frames" => sync_wait(starts_on(frames_sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
-            "fib_join_frames" => sync_wait(starts_on(frames_sch.clone(), fib_fork_join(n))).unwrap().unwrap(),
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
             "tree8" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 0))).unwrap().unwrap(),
             "rayon_tree8" => rpool.install(|| rayon_tree8(n as u32, 0)),

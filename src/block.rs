@@ -188,21 +188,6 @@ fn uninit_layout(layout: Layout) -> NonNull<u8> {
     }
 }
 
-/// The size of a pool worker's frame stack ([`use_frame_stack`]).
-pub(crate) const FRAME_STACK_BYTES: usize = 1 << 20;
-
-/// Gives the calling thread a frame stack of `bytes` bytes (a pool worker, with
-/// `PoolBuilder::frame_stacks`): its small blocks then come from there, LIFO, while it
-/// has room, and from the recycler otherwise. The thread gives the region back when it
-/// exits (or leaks it, if blocks in it are still live). A no-op without the recycler
-/// (loom, memcheck builds).
-pub(crate) fn use_frame_stack(bytes: usize) {
-    #[cfg(not(any(loom, senders_uncached_blocks)))]
-    cache::use_frame_stack(bytes);
-    #[cfg(any(loom, senders_uncached_blocks))]
-    let _ = bytes;
-}
-
 /// Frees the memory of a block from [`new`], without dropping its contents.
 ///
 /// # Safety
@@ -351,14 +336,11 @@ mod cache {
         out_first: Cell<*mut Free>,
         out_last: Cell<*mut Free>,
         out_len: Cell<u32>,
-        /// This thread's frame stack, if it has one ([`use_frame_stack`]).
-        stack: FrameStack,
     }
 
     impl Cache {
         const fn new() -> Self {
             Cache {
-                stack: FrameStack::new(),
                 remote: Cell::new(ptr::null()),
                 lists: [const { Cell::new(ptr::null_mut()) }; CLASSES],
                 lens: [const { Cell::new(0) }; CLASSES],
@@ -471,7 +453,6 @@ mod cache {
 
     impl Drop for Cache {
         fn drop(&mut self) {
-            self.stack.retire();
             self.flush();
             if self.remote.get().is_null() {
                 // Never allocated a block: nothing is ours.
@@ -509,12 +490,11 @@ mod cache {
         static CACHE: Cache = const { Cache::new() };
     }
 
-    /// A block of `class`: from this thread's frame stack if it has one with room, else
-    /// from the local list, else from the remote stack, else new.
+    /// A block of `class`: from the local list, else from the remote stack, else new.
     #[inline]
     pub(super) fn alloc(class: usize) -> *mut u8 {
         CACHE
-            .try_with(|c| c.stack.alloc(class).or_else(|| c.pop(class)).unwrap_or_else(|| refill(c, class)))
+            .try_with(|c| c.pop(class).unwrap_or_else(|| refill(c, class)))
             // A thread whose cache is gone (in its own exit) still gets a block, owned
             // by nobody's list: it goes back to the allocator when freed.
             .unwrap_or_else(|_| fresh_block(class, ptr::null()))
@@ -593,15 +573,8 @@ mod cache {
     /// `block` is a block from `alloc` whose value is gone; freed once.
     #[inline]
     pub(super) unsafe fn free(block: *mut u8) {
-        // SAFETY: the header's owner word is intact (the other word of a frame-stack
-        // block may be written by its owner's pops, so it is not read here).
-        let owner = unsafe { (*block.cast::<Header>()).owner };
-        if ptr::eq(owner, STACKED) {
-            // SAFETY: forwarded: a frame-stack block, freed once.
-            return unsafe { FrameStack::free(block) };
-        }
-        // SAFETY: a recycled block's header is intact and only read.
-        let class = unsafe { (*block.cast::<Header>()).class };
+        // SAFETY: the header is intact.
+        let Header { owner, class } = unsafe { block.cast::<Header>().read() };
         let taken = CACHE.try_with(|c| {
             // A block with no owner is never ours, even before this thread has a `Remote`.
             if !owner.is_null() && ptr::eq(c.remote.get(), owner) {
@@ -640,178 +613,6 @@ mod cache {
             // SAFETY: `Remote`s are never freed; the block is handed over.
             unsafe { (*owner).push(free, free, 1, class) };
         }
-    }
-
-    /// The owner word of a frame-stack block's header (no `Remote` lives there).
-    const STACKED: *const Remote = ptr::dangling();
-
-    /// A freed frame-stack block: this bit of its header's second word.
-    const FREED: usize = 1;
-
-    /// A thread's frame stack ([`use_frame_stack`]): one region in which blocks are
-    /// allocated by bumping `top` and freed in LIFO order. Each block's header holds
-    /// [`STACKED`] and a word with the block below it (`prev`) and the [`FREED`] bit.
-    /// The owner frees its own blocks with plain stores; another thread frees one by
-    /// setting its bit with a release store. The owner pops, from the top, every block
-    /// whose bit it reads set (acquire), when it frees the top block and when the
-    /// region is full. A block freed below a live one waits until the live one is
-    /// freed; a block never freed (its operation leaked) keeps what is below it.
-    struct FrameStack {
-        base: Cell<*mut u8>,
-        top: Cell<*mut u8>,
-        end: Cell<*mut u8>,
-        /// The topmost block not popped yet (null: none).
-        last: Cell<*mut u8>,
-    }
-
-    impl FrameStack {
-        const fn new() -> Self {
-            FrameStack {
-                base: Cell::new(ptr::null_mut()),
-                top: Cell::new(ptr::null_mut()),
-                end: Cell::new(ptr::null_mut()),
-                last: Cell::new(ptr::null_mut()),
-            }
-        }
-
-        /// The header word that holds `prev` and [`FREED`].
-        ///
-        /// # Safety
-        ///
-        /// `block` is a frame-stack block that is live or not yet popped.
-        unsafe fn word<'a>(block: *mut u8) -> &'a std::sync::atomic::AtomicUsize {
-            // SAFETY: the caller's contract: the header's second word, a `usize` at an
-            // aligned offset, accessed atomically by everyone once the block is handed out.
-            unsafe { &*block.add(size_of::<*const Remote>()).cast::<std::sync::atomic::AtomicUsize>() }
-        }
-
-        /// A block of `class` from the region, if this thread has one with room.
-        #[inline]
-        fn alloc(&self, class: usize) -> Option<*mut u8> {
-            let top = self.top.get();
-            let size = (class + 1) * GRAIN;
-            // Without a region, `top` and `end` are null: no room.
-            if (self.end.get() as usize).wrapping_sub(top as usize) < size {
-                return if self.base.get().is_null() { None } else { self.alloc_full(class) };
-            }
-            // SAFETY: `top..top + size` is free memory of the region, aligned for the header.
-            unsafe {
-                top.cast::<Header>().write(Header { owner: STACKED, class: self.last.get().expose_provenance() })
-            };
-            self.last.set(top);
-            self.top.set(top.wrapping_add(size));
-            Some(top)
-        }
-
-        /// `alloc` without room (or without a region): pops what was freed, then tries
-        /// once more.
-        #[cold]
-        #[inline(never)]
-        fn alloc_full(&self, class: usize) -> Option<*mut u8> {
-            if self.last.get().is_null() {
-                return None;
-            }
-            let before = self.top.get();
-            self.pop_freed();
-            (self.top.get() != before).then(|| self.alloc(class)).flatten()
-        }
-
-        /// Pops every freed block from the top.
-        #[inline(never)]
-        fn pop_freed(&self) {
-            let mut last = self.last.get();
-            while !last.is_null() {
-                // SAFETY: `last` is not popped yet. Acquire: a block freed by another
-                // thread is reused only after that thread's last access to it.
-                let word = unsafe { Self::word(last) }.load(std::sync::atomic::Ordering::Acquire);
-                if word & FREED == 0 {
-                    break;
-                }
-                self.top.set(last);
-                last = ptr::with_exposed_provenance_mut::<u8>(word & !FREED);
-            }
-            self.last.set(last);
-        }
-
-        /// Frees a frame-stack block, whichever thread's it is. Out of line, so that the
-        /// free lists' `free`, into which it would be inlined, stays small.
-        ///
-        /// # Safety
-        ///
-        /// `block` is a live frame-stack block whose value is gone; freed once.
-        #[inline(never)]
-        unsafe fn free(block: *mut u8) {
-            // SAFETY: live until marked; only its one freer (this thread) writes the word
-            // while it is live.
-            let word = unsafe { Self::word(block) };
-            let prev = word.load(std::sync::atomic::Ordering::Relaxed);
-            let own = CACHE.try_with(|c| {
-                let s = &c.stack;
-                if block == s.last.get() {
-                    // This thread's top block (the common case): popped at once, and with
-                    // it whatever was freed right under it.
-                    s.top.set(block);
-                    let below = ptr::with_exposed_provenance_mut::<u8>(prev);
-                    s.last.set(below);
-                    if !below.is_null() {
-                        // SAFETY: `below` is not popped yet. Acquire: as in `pop_freed`.
-                        let word = unsafe { Self::word(below) };
-                        if word.load(std::sync::atomic::Ordering::Acquire) & FREED != 0 {
-                            s.pop_freed();
-                        }
-                    }
-                    return true;
-                }
-                if s.base.get() <= block && block < s.end.get() {
-                    // This thread's, under a live block: popped when that one is.
-                    word.store(prev | FREED, std::sync::atomic::Ordering::Relaxed);
-                    return true;
-                }
-                false
-            });
-            if own != Ok(true) {
-                // Another thread's (or this thread's, in its exit): the owner pops it.
-                // After this store the block is the owner's again.
-                word.store(prev | FREED, std::sync::atomic::Ordering::Release);
-            }
-        }
-
-        /// Gives up the region at the thread's exit: back to the allocator if every block
-        /// was popped, else leaked (live blocks are still freed into it by other threads).
-        fn retire(&self) {
-            let base = self.base.replace(ptr::null_mut());
-            if base.is_null() {
-                return;
-            }
-            self.pop_freed();
-            let end = self.end.replace(ptr::null_mut());
-            self.top.set(ptr::null_mut());
-            if self.last.get().is_null() {
-                let layout = Layout::from_size_align(end as usize - base as usize, GRAIN).expect("frame stack layout");
-                // SAFETY: allocated by `use_frame_stack` with this layout; no block in it is live.
-                unsafe { dealloc(base, layout) };
-            }
-        }
-    }
-
-    /// Gives the calling thread a frame stack of `bytes` bytes, if it has none: its small
-    /// blocks then come from there, LIFO, while it has room (see [`FrameStack`]).
-    pub(super) fn use_frame_stack(bytes: usize) {
-        let _ = CACHE.try_with(|c| {
-            let s = &c.stack;
-            if !s.base.get().is_null() {
-                return;
-            }
-            let layout = Layout::from_size_align(bytes.next_multiple_of(GRAIN), GRAIN).expect("frame stack layout");
-            // SAFETY: non-zero size.
-            let base = unsafe { std::alloc::alloc(layout) };
-            if base.is_null() {
-                handle_alloc_error(layout);
-            }
-            s.base.set(base);
-            s.top.set(base);
-            s.end.set(base.wrapping_add(layout.size()));
-        });
     }
 }
 

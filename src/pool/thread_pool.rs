@@ -54,7 +54,6 @@ pub struct PoolBuilder {
     pin: bool,
     stack_size: usize,
     latent_forks: bool,
-    frame_stacks: bool,
 }
 
 /// The default stack size of a worker thread. Operation states live inline and deep
@@ -69,7 +68,6 @@ impl fmt::Debug for PoolBuilder {
             .field("pin", &self.pin)
             .field("stack_size", &self.stack_size)
             .field("latent_forks", &self.latent_forks)
-            .field("frame_stacks", &self.frame_stacks)
             .finish()
     }
 }
@@ -130,27 +128,6 @@ impl PoolBuilder {
         self
     }
 
-    /// Whether each worker allocates the erased operations it starts (an `AnySender`'s
-    /// operation, a `Task`'s frame, a spawned operation's block) from a frame stack of
-    /// its own: a 1 MiB region, bump-allocated and freed in LIFO order, as a call stack
-    /// is, instead of the per-thread free lists of every other thread. A block freed by
-    /// another worker is marked there and popped by its owner; a block freed below a
-    /// live one waits until that one is freed; a full stack falls back to the free
-    /// lists. Off by default, until it wins in time everywhere (DESIGN.md §6.2 has the
-    /// numbers); the switch exists to compare the two in one run.
-    ///
-    /// ```
-    /// use senders::{StaticThreadPool, SenderExt, just, starts_on, sync_wait, when_all};
-    /// let pool = StaticThreadPool::builder().num_threads(2).frame_stacks(true).build()?;
-    /// let both = when_all((just(1).boxed(), just(2).boxed()));
-    /// assert_eq!(sync_wait(starts_on(pool.scheduler(), both)).unwrap(), Some((1, 2)));
-    /// # Ok::<(), senders::BuildError>(())
-    /// ```
-    pub fn frame_stacks(mut self, on: bool) -> Self {
-        self.frame_stacks = on;
-        self
-    }
-
     /// Starts the workers.
     pub fn build(self) -> Result<StaticThreadPool, BuildError> {
         let n = self.num_threads.unwrap_or_else(num_cpus::get);
@@ -165,13 +142,9 @@ impl PoolBuilder {
         for (index, deque) in deques.into_iter().enumerate() {
             let worker_registry = registry.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
-            let frame_stacks = self.frame_stacks;
             let spawned = thread::Builder::new().name(name(index)).stack_size(self.stack_size).spawn(move || {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
-                }
-                if frame_stacks {
-                    crate::block::use_frame_stack(crate::block::FRAME_STACK_BYTES);
                 }
                 WorkerThread::main_loop(worker_registry, index, deque);
             });
@@ -219,14 +192,7 @@ impl fmt::Debug for StaticThreadPool {
 impl StaticThreadPool {
     /// A builder with the defaults: one thread per logical CPU, unpinned.
     pub fn builder() -> PoolBuilder {
-        PoolBuilder {
-            num_threads: None,
-            name: None,
-            pin: false,
-            stack_size: DEFAULT_STACK_SIZE,
-            latent_forks: false,
-            frame_stacks: false,
-        }
+        PoolBuilder { num_threads: None, name: None, pin: false, stack_size: DEFAULT_STACK_SIZE, latent_forks: false }
     }
 
     /// A pool with `n` workers and default settings.
