@@ -150,18 +150,15 @@ impl StartPolicy for ForkOnPool {
                 if n == 0 {
                     return WhenAllShared::settle(shared, Self::HOLD);
                 }
-                // Two children: the second is forked, as a join. More: halves handed out
-                // while the split budget lasts (`hand_out`), and the rest started here,
-                // in order, after the first.
-                let (hi, last) = if n == 2 {
-                    (1, push_children::<C, R>(worker, ops, 1, 2, 0))
-                } else {
-                    (hand_out::<C, R>(worker, ops, 0, n, split_budget(worker, None)), std::ptr::null())
-                };
-                let early = WhenAllShared::start_first_deferring(shared, || C::start_child(ops, 0));
-                for i in 1..hi {
-                    C::start_child(ops, i);
+                // Hand out `1..n`, the last push being child 1 alone.
+                let mut hi = n;
+                let mut last: *const () = std::ptr::null();
+                while hi > 1 {
+                    let mid = split_point(0, hi);
+                    last = push_children::<C, R>(worker, ops, mid, hi);
+                    hi = mid;
                 }
+                let early = WhenAllShared::start_first_deferring(shared, || C::start_child(ops, 0));
                 let held = early + Self::HOLD;
                 if early == 1 && n == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
                     // Our own job is the only one it can be: the operation is alive, so
@@ -184,44 +181,14 @@ impl StartPolicy for ForkOnPool {
     }
 }
 
-/// The split budget of a range of children (rayon's adaptive splitter): as many halvings
-/// as the pool has workers where the range starts, or where a thief runs it (`from`: the
-/// budget the range was handed out with, and the worker that handed it out), half the
-/// handed-out budget when its own worker runs it back. A range is halved only while its
-/// budget lasts, so a worker that runs its own children back pushes a few jobs per
-/// `when_all`, not one per child, and a thief, which needs more work, splits again.
-fn split_budget(worker: &WorkerThread, from: Option<(u32, usize)>) -> u32 {
-    let threads = u32::try_from(worker.registry().num_threads()).unwrap_or(u32::MAX);
-    match from {
-        None => threads,
-        Some((budget, home)) if home != worker.index() => threads.max(budget / 2),
-        Some((budget, _)) => budget,
-    }
-}
+/// Children at most that are handed out one job each rather than by halves: a range job
+/// costs a block and a second trip through a deque, which only pays off for many.
+const ONE_BY_ONE: usize = 8;
 
-/// Hands out the right halves of the children `lo..hi` while `budget` lasts (halving it
-/// at each), and returns where the part left to the caller ends: the caller starts
-/// `lo..` that, in order.
-///
-/// # Safety
-///
-/// As for [`push_children`], for the children `lo..hi`.
-#[inline]
-unsafe fn hand_out<C: ConnectTuple<R>, R>(
-    worker: &WorkerThread,
-    ops: *mut C::Ops,
-    lo: usize,
-    mut hi: usize,
-    mut budget: u32,
-) -> usize {
-    while hi - lo > 1 && budget > 0 {
-        budget /= 2;
-        let mid = lo + (hi - lo) / 2;
-        // SAFETY: forwarded; `mid..hi` is handed out once, and the caller keeps `lo..mid`.
-        unsafe { push_children::<C, R>(worker, ops, mid, hi, budget) };
-        hi = mid;
-    }
-    hi
+/// Where the children `lo..hi` (more than one) are split: the last child goes alone while
+/// there are few of them, the right half otherwise.
+fn split_point(lo: usize, hi: usize) -> usize {
+    if hi - lo <= ONE_BY_ONE { hi - 1 } else { lo + (hi - lo) / 2 }
 }
 
 /// Pushes the job that starts the children `lo..hi` on `worker`'s deque: the child's own
@@ -239,13 +206,12 @@ unsafe fn push_children<C: ConnectTuple<R>, R>(
     ops: *mut C::Ops,
     lo: usize,
     hi: usize,
-    budget: u32,
 ) -> *const () {
     let job = if hi - lo == 1 {
         // SAFETY: forwarded: child `lo` is started once, by this job.
         unsafe { C::child_job(ops, lo) }.0
     } else {
-        let range = crate::block::new(ChildRange::<C, R> { ops, lo, hi, budget, home: worker.index() });
+        let range = crate::block::new(ChildRange::<C, R> { ops, lo, hi });
         // SAFETY: the range's children keep the operation alive until they start, which
         // this job does, once each; `ChildRange::run` frees the block.
         unsafe { JobRef::new(range.as_ptr(), ChildRange::<C, R>::run) }
@@ -260,15 +226,11 @@ struct ChildRange<C: ConnectTuple<R>, R> {
     ops: *mut C::Ops,
     lo: usize,
     hi: usize,
-    /// The split budget it was handed out with ([`split_budget`]).
-    budget: u32,
-    /// The index of the worker that handed it out.
-    home: usize,
 }
 
 impl<C: ConnectTuple<R>, R> ChildRange<C, R> {
-    /// Hands out halves while its split budget lasts ([`split_budget`]: renewed when a
-    /// thief runs it), and starts the rest here, in order.
+    /// Pushes the right half, and the right half of what is left, down to one child,
+    /// which it starts here.
     ///
     /// # Safety
     ///
@@ -278,7 +240,7 @@ impl<C: ConnectTuple<R>, R> ChildRange<C, R> {
         let block = data.cast_mut().cast::<Self>();
         // SAFETY: the caller's contract; the range is plain data, read out before its block
         // is freed, once.
-        let ChildRange { ops, lo, hi, budget, home } = unsafe {
+        let ChildRange { ops, lo, mut hi } = unsafe {
             let range = block.read();
             crate::block::free(NonNull::new_unchecked(block));
             range
@@ -287,10 +249,12 @@ impl<C: ConnectTuple<R>, R> ChildRange<C, R> {
             // SAFETY: the unstarted children keep the operation alive; each is handed out
             // or started once; nothing here touches `ops` after the last start.
             Some(worker) => unsafe {
-                let hi = hand_out::<C, R>(worker, ops, lo, hi, split_budget(worker, Some((budget, home))));
-                for i in lo..hi {
-                    C::start_child(ops, i);
+                while hi - lo > 1 {
+                    let mid = split_point(lo, hi);
+                    push_children::<C, R>(worker, ops, mid, hi);
+                    hi = mid;
                 }
+                C::start_child(ops, lo);
             },
             // SAFETY: as above; off the pool (a job drained after the workers exited)
             // they start in order.
