@@ -1181,7 +1181,10 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_spawns() {
     let _serial = serial();
     let pool = latent_pool("blocks-spawn");
     let outside = SingleThreadContext::new();
-    let scope = CountingScope::new();
+    // Static, so that a failure below (which leaves `y` unjoined) fails the test instead
+    // of aborting in the scope's drop.
+    static SCOPE: std::sync::LazyLock<CountingScope> = std::sync::LazyLock::new(CountingScope::new);
+    let scope = &*SCOPE;
     for _ in 0..3 {
         let b_busy = Arc::new(AtomicBool::new(false));
         let y_on = Arc::new(Mutex::new(None::<Option<String>>));
