@@ -8,7 +8,7 @@
 //! | `flat_spawn` | [`FLAT_N`] empty spawns from the main thread, then `join` | `in_place_scope` + `s.spawn`; `tokio::spawn` + awaiting the handles | ≥ 3× rayon's throughput |
 //! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
 //! | `let_scope_vec` | a tree laid out in a `Vec<Node>` through `let_async_scope`, the closures capturing `&[Node]` and an index | the same in a `CountingScope` over a leaked `'static` slice | ≤ 1.05× `CountingScope`'s time |
-//! | `spawn_floor/no_work`, `spawn_floor/work_300ns` | the `tree_spawn` tree (`senders`; `senders_latent`: a pool with `latent_forks`, and `senders_owner_stores`: `CounterKind::OwnerStores`, no work only) | its floor (`floor_count`: `rayon::join` with a heap block and a counted association per child; `floor_storage`: no count); `rayon::join`; plain recursion | ≤ 1.5× `rayon::join`'s time; ≥ 1.85× faster than sequential |
+//! | `spawn_floor/no_work`, `spawn_floor/work_300ns` | the `tree_spawn` tree (`senders`; `senders_latent`: a pool with `latent_forks`, no work only) | its floor (`floor_count`: `rayon::join` with a heap block and a counted association per child; `floor_storage`: no count); `rayon::join`; plain recursion | ≤ 1.5× `rayon::join`'s time; ≥ 1.85× faster than sequential |
 //! | `let_scope/no_work`, `let_scope/work_300ns` | the tree through `let_async_scope` + `spawn` (borrowing the scheduler and the counters, not `'static`) | the `CountingScope` tree above; `rayon::join` recursion | no slower than `CountingScope` (≤ 1.05× its time, a speedup ≥ 0.95) |
 //!
 //! ```text
@@ -702,12 +702,10 @@ fn spawn_floor(c: &mut Criterion) {
 
     let (_latent_pool, latent) = ours_pool(true);
     check("tree, ours, latent spawns", TREE_NODES, |c| ours_tree(latent, CounterKind::Sharded, 0, Some(c)));
-    check("tree, ours, owner stores", TREE_NODES, |c| ours_tree(sch, CounterKind::OwnerStores, 0, Some(c)));
 
     let mut g = Group::new(c, "spawn_floor/no_work");
     g.bench("senders", || ours_tree(sch, CounterKind::Sharded, 0, None));
     g.bench("senders_latent", || ours_tree(latent, CounterKind::Sharded, 0, None));
-    g.bench("senders_owner_stores", || ours_tree(sch, CounterKind::OwnerStores, 0, None));
     g.bench("floor_count", || floor_tree::<true>(&rpool, 0, None));
     g.bench("floor_storage", || floor_tree::<false>(&rpool, 0, None));
     g.bench("rayon_join", || rayon_join_tree(&rpool, 0, None));
@@ -718,8 +716,6 @@ fn spawn_floor(c: &mut Criterion) {
         Pair { ours: "senders", base: "rayon_join", target: Some(1.0 / 1.5) },
         Pair { ours: "senders_latent", base: "rayon_join", target: Some(1.0 / 1.5) },
         Pair { ours: "senders_latent", base: "senders", target: None },
-        Pair { ours: "senders_owner_stores", base: "rayon_join", target: Some(1.0 / 1.5) },
-        Pair { ours: "senders_owner_stores", base: "senders", target: None },
     ]);
 
     let mut g = Group::new(c, "spawn_floor/work_300ns");
@@ -745,7 +741,6 @@ criterion::criterion_group! {
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
 /// profilers. `what` is `tree`, `tree_single`, `tree_latent` (a pool with latent forks),
-/// `tree_owner_stores` (`CounterKind::OwnerStores`),
 /// `tree_work`, `rayon_tree`, `flat`,
 /// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work`, `rayon_join_tree`,
 /// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work`, `floor_storage_tree`,
@@ -764,7 +759,6 @@ fn profile(spec: &str) {
             "tree" | "tree_work" => ours_tree(sch, CounterKind::Sharded, iters, None),
             "tree_single" => ours_tree(sch, CounterKind::SingleAtomic, 0, None),
             "tree_latent" => ours_tree(latent(), CounterKind::Sharded, 0, None),
-            "tree_owner_stores" => ours_tree(sch, CounterKind::OwnerStores, 0, None),
             "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
             "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
             "let_tree" | "let_tree_work" => let_tree(sch, iters, None),

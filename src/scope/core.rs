@@ -54,16 +54,13 @@ fn free_list() -> crate::sync::MutexGuard<'static, Vec<&'static ScopeCore>> {
 }
 
 impl ScopeCore {
-    /// A fresh or recycled core in the `unused` state, with `shards` worker shards,
-    /// which their owners write with plain stores if `owner_stores`.
-    pub(crate) fn acquire(shards: usize, owner_stores: bool) -> &'static ScopeCore {
+    /// A fresh or recycled core in the `unused` state, with `shards` worker shards.
+    pub(crate) fn acquire(shards: usize) -> &'static ScopeCore {
         let reused = {
             let mut free = free_list();
-            free.iter()
-                .position(|c| c.counter.shards() == shards && c.counter.owner_stores() == owner_stores)
-                .map(|i| free.swap_remove(i))
+            free.iter().position(|c| c.counter.shards() == shards).map(|i| free.swap_remove(i))
         };
-        reused.unwrap_or_else(|| Box::leak(Box::new(Self::new(shards, owner_stores))))
+        reused.unwrap_or_else(|| Box::leak(Box::new(Self::new(shards))))
     }
 
     /// A fresh core, not from the free list, for a loom model: the free list would hand
@@ -77,20 +74,20 @@ impl ScopeCore {
     /// model below checks the shard sources against a stop request.
     #[cfg(all(test, loom))]
     pub(crate) fn new_for_model(shards: usize, stop_shards: usize) -> ScopeCore {
-        Self::with_shards(shards, stop_shards, false)
+        Self::with_shards(shards, stop_shards)
     }
 
     /// Under loom, without shard stop sources, as in `let_async_scope`'s models (see
     /// [`new_for_model`](Self::new_for_model)): the whole-pool models' stop request would
     /// otherwise walk one more source per shard. (The counter's batch is smaller under
     /// loom for the same reason.)
-    fn new(shards: usize, owner_stores: bool) -> ScopeCore {
-        Self::with_shards(shards, if cfg!(loom) { 0 } else { shards }, owner_stores)
+    fn new(shards: usize) -> ScopeCore {
+        Self::with_shards(shards, if cfg!(loom) { 0 } else { shards })
     }
 
-    fn with_shards(shards: usize, stop_shards: usize, owner_stores: bool) -> ScopeCore {
+    fn with_shards(shards: usize, stop_shards: usize) -> ScopeCore {
         ScopeCore {
-            counter: Counter::with_mode(shards, owner_stores),
+            counter: Counter::new(shards),
             stop: InplaceStopSource::new(),
             stop_shards: (0..stop_shards).map(|_| CachePadded::new(InplaceStopSource::new())).collect(),
             panic: parking_lot::Mutex::new(None),
@@ -142,10 +139,9 @@ impl ScopeCore {
         }
     }
 
-    /// A core with one shard per pool worker slot there may be (written by their owners
-    /// with plain stores if `owner_stores`).
-    pub(crate) fn acquire_sharded(owner_stores: bool) -> &'static ScopeCore {
-        Self::acquire(super::shard_index::high_water().max(num_cpus::get()), owner_stores)
+    /// A core with one shard per pool worker slot there may be.
+    pub(crate) fn acquire_sharded() -> &'static ScopeCore {
+        Self::acquire(super::shard_index::high_water().max(num_cpus::get()))
     }
 
     /// Returns a droppable core to the free list under a new generation.
@@ -186,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_reset_core_is_not_stopped_on_any_shard_whether_or_not_it_was_stopped() {
-        let core = ScopeCore::with_shards(3, 3, false);
+        let core = ScopeCore::with_shards(3, 3);
         // SAFETY: nothing is registered on the sources, and only this thread uses them.
         unsafe { core.reset_stop() };
         assert_eq!(stopped(&core), [false; 4]);

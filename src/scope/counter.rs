@@ -22,7 +22,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::job::JobRef;
-use crate::sync::{AtomicU8, AtomicU64, AtomicUsize, Mutex, Ordering, heavy_fence, light_fence, lock, spin_wait};
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 
 /// Count bits of the root word.
 const COUNT_MASK: u64 = (1 << 32) - 1;
@@ -92,63 +92,17 @@ pub(crate) struct Counter {
     /// line back from the workers (who decrement it) on every spawn. `close` marks it, a
     /// join gives its credits back to the root, so the count can reach zero.
     spare: CachePadded<AtomicU64>,
-    shards: Box<[CachePadded<Shard>]>,
-    /// Whether the owners write their shards with plain stores ([`Shard`]).
-    owner_stores: bool,
+    shards: Box<[CachePadded<AtomicUsize>]>,
     waiters: Mutex<Vec<JobRef>>,
-}
-
-/// A shard that counts in the root ([`Shard::state`]).
-const ACTIVE: u8 = 1;
-/// A shard that does not count in the root.
-const INACTIVE: u8 = 0;
-/// A thread other than the owner found the shard empty and is confirming it.
-const DEACTIVATING: u8 = 2;
-
-/// One worker's shard of a scope's count.
-///
-/// With locked updates (the default) only `own` is used: the live associations counted
-/// here, incremented by the owner and decremented by whoever ends one, each with a
-/// read-modify-write; its 0→1 and 1→0 transitions add the shard to the root and take it
-/// out.
-///
-/// With owner stores (`CounterKind::OwnerStores`), the owner writes `own` with a load
-/// and a store (no locked instruction), and the others count the ends they make in
-/// `foreign`; the live associations are `own - foreign`. Whether the shard counts in
-/// the root is `state`, changed by compare-exchange. The owner's side of each check is
-/// [`light_fence`], the other threads' is [`heavy_fence`] (see `Counter::owner_end`).
-struct Shard {
-    own: AtomicUsize,
-    foreign: AtomicUsize,
-    state: AtomicU8,
-}
-
-impl Shard {
-    fn new() -> Self {
-        Shard { own: AtomicUsize::new(0), foreign: AtomicUsize::new(0), state: AtomicU8::new(INACTIVE) }
-    }
-
-    /// The live associations counted here (not a snapshot while others run).
-    fn live(&self) -> usize {
-        self.own.load(Ordering::Acquire).wrapping_sub(self.foreign.load(Ordering::Acquire))
-    }
 }
 
 impl Counter {
     /// A counter in the `unused` state with `shards` worker shards (zero: single atomic).
-    #[cfg(test)]
     pub(crate) fn new(shards: usize) -> Self {
-        Self::with_mode(shards, false)
-    }
-
-    /// A counter in the `unused` state with `shards` worker shards, which their owners
-    /// write with plain stores if `owner_stores` (see [`Shard`]).
-    pub(crate) fn with_mode(shards: usize, owner_stores: bool) -> Self {
         Counter {
             root: CachePadded::new(AtomicU64::new(0)),
             spare: CachePadded::new(AtomicU64::new(0)),
-            shards: (0..shards).map(|_| CachePadded::new(Shard::new())).collect(),
-            owner_stores,
+            shards: (0..shards).map(|_| CachePadded::new(AtomicUsize::new(0))).collect(),
             waiters: Mutex::new(Vec::new()),
         }
     }
@@ -156,11 +110,6 @@ impl Counter {
     /// The number of worker shards.
     pub(crate) fn shards(&self) -> usize {
         self.shards.len()
-    }
-
-    /// Whether the owners write their shards with plain stores.
-    pub(crate) fn owner_stores(&self) -> bool {
-        self.owner_stores
     }
 
     /// The current generation.
@@ -177,10 +126,6 @@ impl Counter {
             return self.associate_without_shard(generation).then_some(Home::Root);
         };
         let index = index.unwrap_or_default();
-        if self.owner_stores {
-            return self.owner_associate(generation, index);
-        }
-        let shard = &shard.own;
         // Only this thread increments this shard, and nothing decrements it below the
         // number of live associations counted here.
         if shard.fetch_add(1, Ordering::AcqRel) == 0 {
@@ -215,160 +160,10 @@ impl Counter {
     pub(crate) fn dissociate(&self, home: Home) {
         match home {
             Home::Root => self.root_sub(1),
-            Home::Shard(i) if self.owner_stores => self.owner_stores_end(i),
             Home::Shard(i) => {
-                if self.shards[i].own.fetch_sub(1, Ordering::AcqRel) == 1 {
+                if self.shards[i].fetch_sub(1, Ordering::AcqRel) == 1 {
                     self.root_sub(1);
                 }
-            }
-        }
-    }
-
-    /// The owner-stores association on the caller's own shard `index`: one more in
-    /// `own` by a plain store, then the shard's state decides. An active shard keeps the
-    /// root above zero (only `close` and the generation need checking, as on the locked
-    /// path); an inactive one is added to the root, which checks the state and the
-    /// generation in the same step; a shard being confirmed empty by another thread is
-    /// waited for (that thread runs a few instructions and a barrier).
-    ///
-    /// Why another thread cannot take the shard out of the root under this association:
-    /// the store to `own` comes before the light fence and the load of `state`, and a
-    /// thread that deactivates first moves `state` to `DEACTIVATING`, then runs the heavy
-    /// fence, then reads `own`. If this load saw `ACTIVE` from before that move, the
-    /// fences order the store before that read, which then sees this association and
-    /// puts the shard back; otherwise this load sees `DEACTIVATING` (or what follows it)
-    /// and waits.
-    #[inline(never)]
-    fn owner_associate(&self, generation: u64, index: usize) -> Option<Home> {
-        let shard = &self.shards[index];
-        let own = shard.own.load(Ordering::Relaxed).wrapping_add(1);
-        shard.own.store(own, Ordering::Release);
-        light_fence();
-        if shard.state.load(Ordering::Acquire) == ACTIVE {
-            let root = self.root.load(Ordering::Acquire);
-            if root & CLOSED == 0 && root >> GEN_SHIFT == generation {
-                return Some(Home::Shard(index));
-            }
-        }
-        self.owner_associate_slow(generation, index, own)
-    }
-
-    /// The rest of [`owner_associate`](Self::owner_associate), after `own` was
-    /// incremented to `own`: a shard to add to the root, a shard being confirmed
-    /// empty, or a refusal.
-    #[cold]
-    #[inline(never)]
-    fn owner_associate_slow(&self, generation: u64, index: usize, own: usize) -> Option<Home> {
-        let shard = &self.shards[index];
-        loop {
-            match shard.state.load(Ordering::Acquire) {
-                ACTIVE => {
-                    let root = self.root.load(Ordering::Acquire);
-                    if root & CLOSED == 0 && root >> GEN_SHIFT == generation {
-                        return Some(Home::Shard(index));
-                    }
-                    self.owner_end(index);
-                    return None;
-                }
-                INACTIVE => {
-                    // Every association counted here has ended (the shard was confirmed
-                    // empty) and only this thread makes new ones, so no other thread
-                    // touches the shard until this one is handed out.
-                    if self.root_try_add(generation) {
-                        shard.state.store(ACTIVE, Ordering::Release);
-                        return Some(Home::Shard(index));
-                    }
-                    shard.own.store(own.wrapping_sub(1), Ordering::Release);
-                    return None;
-                }
-                _ => spin_wait(),
-            }
-        }
-    }
-
-    /// The owner-stores end of an association counted on shard `i`. Out of line, as
-    /// [`owner_associate`](Self::owner_associate) is, so that the default path, inlined
-    /// into every spawn, stays as it was.
-    #[inline(never)]
-    fn owner_stores_end(&self, i: usize) {
-        if super::shard_index::current() == Some(i) {
-            self.owner_end(i);
-        } else {
-            self.foreign_end(i);
-        }
-    }
-
-    /// An end, on the owner's thread, of an association counted on its shard `i`: one
-    /// less in `own` by a plain store, then a look at `foreign`. The owner's view is never
-    /// a false zero (`foreign` only grows, so a stale read makes the difference larger).
-    /// It may miss the zero that a concurrent foreign end makes, but then the fences
-    /// order this store before that end's read of `own`, and that end sees the zero.
-    #[inline]
-    fn owner_end(&self, i: usize) {
-        let shard = &self.shards[i];
-        let own = shard.own.load(Ordering::Relaxed).wrapping_sub(1);
-        shard.own.store(own, Ordering::Release);
-        light_fence();
-        if shard.foreign.load(Ordering::Acquire) == own {
-            self.owner_deactivate(i);
-        }
-    }
-
-    /// The owner found its shard empty: it stays empty until this thread associates
-    /// again, so the shard leaves the root unless another thread took it out already. A
-    /// thread confirming it meanwhile may put it back (its read of `own` came before this
-    /// thread's store), so wait for it and look again.
-    #[cold]
-    fn owner_deactivate(&self, i: usize) {
-        let shard = &self.shards[i];
-        loop {
-            match shard.state.compare_exchange(ACTIVE, INACTIVE, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return self.root_sub(1),
-                Err(INACTIVE) => return,
-                Err(_) => spin_wait(),
-            }
-        }
-    }
-
-    /// An end of an association counted on shard `i`, on a thread that does not own
-    /// it: one more in `foreign`, the heavy fence, and a look at `own`. A zero seen here
-    /// may be false (`own` read before the owner's latest association), so it is
-    /// confirmed (see [`foreign_deactivate`](Self::foreign_deactivate)). Rare: in a
-    /// spawn tree, only a stolen job ends on another thread than the one that spawned it.
-    #[cold]
-    fn foreign_end(&self, i: usize) {
-        let shard = &self.shards[i];
-        let foreign = shard.foreign.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
-        heavy_fence();
-        if shard.own.load(Ordering::Acquire) == foreign {
-            self.foreign_deactivate(i);
-        }
-    }
-
-    /// Confirms that shard `i` is empty and takes it out of the root: `DEACTIVATING`,
-    /// the heavy fence, then `own - foreign` read again. The owner's association either
-    /// comes before (its store is ordered before this read, which sees it: the shard is
-    /// put back) or waits for the outcome (it saw `DEACTIVATING`). If another thread is
-    /// confirming, wait for it and try again: it may have read `foreign` before this
-    /// thread's end and put the shard back.
-    fn foreign_deactivate(&self, i: usize) {
-        let shard = &self.shards[i];
-        loop {
-            match shard.state.compare_exchange(ACTIVE, DEACTIVATING, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    heavy_fence();
-                    if shard.live() == 0 {
-                        shard.state.store(INACTIVE, Ordering::Release);
-                        self.root_sub(1);
-                    } else {
-                        shard.state.store(ACTIVE, Ordering::Release);
-                    }
-                    return;
-                }
-                // Someone took it out: this thread's end was counted (the shard cannot be
-                // confirmed empty without it).
-                Err(INACTIVE) => return,
-                Err(_) => spin_wait(),
             }
         }
     }
@@ -609,7 +404,10 @@ impl Counter {
     /// Sum of the shards and the root's outside count, for tests (not a snapshot).
     #[cfg(test)]
     pub(crate) fn debug_counts(&self) -> (u64, Vec<usize>) {
-        (self.root.load(Ordering::Acquire) & COUNT_MASK, self.shards.iter().map(|s| s.live()).collect())
+        (
+            self.root.load(Ordering::Acquire) & COUNT_MASK,
+            self.shards.iter().map(|s| s.load(Ordering::Acquire)).collect(),
+        )
     }
 }
 
@@ -908,73 +706,6 @@ mod loom_tests {
             }
             let st = Arc::new((Flag::new(0), Flag::new(0)));
             assert!(join_done(&c, &st));
-        });
-    }
-
-    /// Owner stores: the owner ends one association on its shard while another thread
-    /// ends the other one and a join starts. Neither end may miss the zero that the two
-    /// make together: the owner's light fence and the other thread's heavy fence make at
-    /// least one of them see the other's write. Removing either fence fails it (the join
-    /// is never notified).
-    #[test]
-    fn owner_stores_an_owner_end_racing_a_foreign_end_leaves_no_zero_unseen() {
-        loom::model(|| {
-            let c = Arc::new(Counter::with_mode(1, true));
-            let st = Arc::new((Flag::new(0), Flag::new(0)));
-            let g = c.generation();
-            let _owner = super::super::shard_index::claim();
-            let a = c.try_associate(g, Some(0)).unwrap();
-            let b = c.try_associate(g, Some(0)).unwrap();
-            st.1.fetch_add(2, Ordering::AcqRel);
-            let (c1, st1) = (c.clone(), st.clone());
-            let foreign = thread::spawn(move || {
-                st1.1.fetch_sub(1, Ordering::AcqRel);
-                c1.dissociate(b);
-            });
-            let inline = join_done(&c, &st);
-            st.1.fetch_sub(1, Ordering::AcqRel);
-            c.dissociate(a);
-            foreign.join().unwrap();
-            assert_eq!(usize::from(inline) + st.0.load(Ordering::Acquire), 1, "the join completes exactly once");
-            assert_eq!(c.debug_counts(), (0, vec![0]));
-        });
-    }
-
-    /// Owner stores: another thread ends the shard's only association while the owner
-    /// makes a new one there, and a join waits. The other thread may read `own` from
-    /// before the new association and see a zero; its confirmation must then see the
-    /// association (or the owner must wait for it), so that the join is never notified
-    /// while the new association is alive. Taking the shard out of the root on the first
-    /// look, without the confirmation, fails it.
-    #[test]
-    fn owner_stores_a_foreign_end_racing_a_new_association_is_no_false_zero() {
-        loom::model(|| {
-            let c = Arc::new(Counter::with_mode(1, true));
-            let st = Arc::new((Flag::new(0), Flag::new(0)));
-            let g = c.generation();
-            let _owner = super::super::shard_index::claim();
-            let x = c.try_associate(g, Some(0)).unwrap();
-            // A second association, held by a thread outside the pool, keeps the root
-            // above zero: the join waits for both.
-            let held = c.try_associate(g, None).unwrap();
-            st.1.fetch_add(2, Ordering::AcqRel);
-            let (c1, st1) = (c.clone(), st.clone());
-            let foreign = thread::spawn(move || {
-                st1.1.fetch_sub(1, Ordering::AcqRel);
-                c1.dissociate(x);
-            });
-            let (c2, st2) = (c.clone(), st.clone());
-            let joiner = thread::spawn(move || join_done(&c2, &st2));
-            let y = c.try_associate(g, Some(0)).expect("the scope is open and not joined");
-            st.1.fetch_add(1, Ordering::AcqRel);
-            st.1.fetch_sub(1, Ordering::AcqRel);
-            c.dissociate(held);
-            st.1.fetch_sub(1, Ordering::AcqRel);
-            c.dissociate(y);
-            foreign.join().unwrap();
-            let inline = joiner.join().unwrap();
-            assert_eq!(usize::from(inline) + st.0.load(Ordering::Acquire), 1, "the join completes exactly once");
-            assert_eq!(c.debug_counts(), (0, vec![0]));
         });
     }
 

@@ -31,12 +31,6 @@ pub enum CounterKind {
     /// One shared atomic word for everything, every association and every end of one
     /// updating it: the baseline.
     SingleAtomic,
-    /// Experimental (issue 26's fourth mechanism): sharded as [`Sharded`](Self::Sharded),
-    /// but a worker updates its own shard with a plain load and store instead of a
-    /// locked read-modify-write, for the association and for an end on the same
-    /// worker. An end on another thread (a stolen job's) costs a process-wide memory
-    /// barrier instead (`membarrier(2)` on Linux; elsewhere both sides use real fences).
-    OwnerStores,
 }
 
 /// The owner's handle shared by both scope types.
@@ -48,9 +42,8 @@ struct Owner {
 impl Owner {
     fn new(kind: CounterKind) -> Self {
         let core = match kind {
-            CounterKind::Sharded => ScopeCore::acquire_sharded(false),
-            CounterKind::SingleAtomic => ScopeCore::acquire(0, false),
-            CounterKind::OwnerStores => ScopeCore::acquire_sharded(true),
+            CounterKind::Sharded => ScopeCore::acquire_sharded(),
+            CounterKind::SingleAtomic => ScopeCore::acquire(0),
         };
         Owner { core, generation: core.counter.generation() }
     }
@@ -147,7 +140,7 @@ macro_rules! scope_common {
         impl ScopeToken for $token {
             type Association = ScopeAssociation;
 
-            #[inline(always)]
+            #[inline]
             fn try_associate(&self) -> Option<ScopeAssociation> {
                 let home = self.core.counter.try_associate(self.generation, shard_index::current())?;
                 Some(ScopeAssociation { core: self.core, home, stop: $stop })

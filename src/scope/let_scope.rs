@@ -674,7 +674,7 @@ where
             let props: *const (dyn Props + Sync + '_) = env;
             // The environment lives in the pinned operation until the final completion.
             let props = std::mem::transmute::<*const (dyn Props + Sync + '_), *const (dyn Props + Sync)>(props);
-            let core = ScopeCore::acquire_sharded(false);
+            let core = ScopeCore::acquire_sharded();
             let shared = (*state.tail.shared.get()).insert(LetScopeShared {
                 core,
                 generation: core.counter.generation(),
