@@ -32,6 +32,7 @@
 //! | fib via `fork_join` | the same node as `fork_join(\|\| fib(n - 1), \|\| fib(n - 2))` | `rayon::join` | — |
 //! | fib via `spawn_future` | each node spawns its two children into a `CountingScope` (`starts_on` the pool) and joins their futures with `when_all` | `rayon::join` | — |
 //! | tree via `when_all` | the same for a full binary tree | `rayon::join` | — |
+//! | 100 trees of 1023 nodes from a worker | chili's benchmark: one `Task` on a worker awaits 100 trees via `when_all` in turn, so each tree forks from a worker that is already running | one `install` running 100 `rayon::join` trees | — |
 //! | 8-ary tree via `when_all_iter` | `AnySender` recursion, a run-time `when_all` of the eight children per node | `par_iter().map(..).sum()` | — |
 //! | `bulk` of 8 items of 2 ms | a small, expensive bulk on the pool | `par_iter().for_each` | — |
 //! | `Task` fib | one `Task` per node, children awaited with `when_all` | `rayon::join` | `tokio::spawn` per child |
@@ -475,6 +476,17 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
             sync_wait(starts_on(sch.clone(), tree8_when_all(black_box(tree8_depth)))).unwrap().unwrap()
         })
         .rayon(move || p.rayon.install(|| tree8_rayon(black_box(tree8_depth)))),
+        Workload::new("100 trees of 1023 nodes from a worker (chili's bench)", move || {
+            let trees = Task::<u64, Infallible>::new(async {
+                let mut nodes = 0;
+                for _ in 0..100 {
+                    nodes += tree_when_all(black_box(10)).await?;
+                }
+                Ok(nodes)
+            });
+            sync_wait(starts_on(sch.clone(), trees)).unwrap().unwrap()
+        })
+        .rayon(move || p.rayon.install(|| (0..100).map(|_| tree_join(black_box(10), 0)).sum())),
         Workload::new("`bulk` of 8 items of 2 ms", move || {
             sync_wait(schedule(sch).bulk(8, |_, ()| spin_ms(2))).unwrap().unwrap();
             8
