@@ -29,6 +29,7 @@
 //! unstarted, it ends the operation instead.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 
 /// A type-erased job: a pointer and the function that runs it, once, with an `A`.
 ///
@@ -116,8 +117,8 @@ impl JobRef {
 ///
 /// It is made by [`spawn`](crate::spawn()) and [`spawn_future`](crate::spawn_future).
 pub struct SpawnedOp {
-    /// Starts the operation; `None` once started or handed out.
-    job: Option<JobRef>,
+    /// Starts the operation (which consumes `self` without running its drop).
+    job: JobRef,
     /// Ends the operation unstarted, given the job's pointer.
     discard: unsafe fn(*const ()),
 }
@@ -136,8 +137,9 @@ impl SpawnedOp {
     ///
     /// Calling `discard` with the job's pointer, once, from any thread, in place of
     /// running the job, must be sound (as `JobRef::new` requires of the job itself).
+    #[inline]
     pub(crate) unsafe fn new(start: JobRef, discard: unsafe fn(*const ())) -> Self {
-        SpawnedOp { job: Some(start), discard }
+        SpawnedOp { job: start, discard }
     }
 
     /// Starts the operation on the calling thread.
@@ -145,18 +147,21 @@ impl SpawnedOp {
         self.into_job().execute()
     }
 
-    /// The job that starts the operation, for a scheduler that queues it.
-    pub(crate) fn into_job(mut self) -> JobRef {
-        self.job.take().expect("a spawned operation is started once")
+    /// The job that starts the operation, for a scheduler that queues it. Consumes the
+    /// operation without discarding it: the job now owns it.
+    #[inline]
+    pub(crate) fn into_job(self) -> JobRef {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped nor used again, so the job is moved out once.
+        unsafe { std::ptr::read(&this.job) }
     }
 }
 
 impl Drop for SpawnedOp {
     fn drop(&mut self) {
-        if let Some(job) = self.job.take() {
-            // SAFETY: never started, and now never will be: `new`'s contract. The job is
-            // not tagged (only a queue tags one, after `into_job`).
-            unsafe { (self.discard)(job.data()) }
-        }
+        // SAFETY: never started (`into_job` skips this drop), and now never will be:
+        // `new`'s contract. The job is not tagged (only a queue tags one, after
+        // `into_job`).
+        unsafe { (self.discard)(self.job.data()) }
     }
 }

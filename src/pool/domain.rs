@@ -87,7 +87,7 @@ impl Domain for PoolDomain {
     /// idle workers steal it); elsewhere it starts inline. When a worker takes it, the
     /// operation's first `schedule()` on that worker's pool completes inline: the
     /// spawn was already the hop onto the pool.
-    #[inline]
+    #[inline(always)]
     fn apply_spawn(self, op: SpawnedOp) {
         WorkerThread::with_current(|worker| match worker {
             Some(worker) => worker.push_spawned(op.into_job()),

@@ -334,7 +334,7 @@ impl WorkerThread {
     }
 
     /// Runs `f` with the calling thread's worker state, for any pool.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn with_current<T>(f: impl FnOnce(Option<&WorkerThread>) -> T) -> T {
         let ptr = CURRENT.with(Cell::get);
         // SAFETY: as in `current_of`; the borrow does not leave `f`.

@@ -52,6 +52,7 @@ impl<H: SpawnHead, Op: OperationState> SpawnBlock<H, Op> {
     /// after the block is gone: the association is taken out, the rest of the head is
     /// dropped, the block freed, and then the association ends, so the scope's count is
     /// balanced.
+    #[inline]
     pub(crate) fn connect<S, R>(head: H, sndr: S, rcvr: impl FnOnce(*mut H) -> R) -> NonNull<Self>
     where
         S: SenderTo<R, Operation = Op>,
@@ -92,6 +93,7 @@ impl<H: SpawnHead, Op: OperationState> SpawnBlock<H, Op> {
     ///
     /// `block` came from `connect` and is handed out once; the operation (and whatever
     /// `discard` touches) may be started or discarded from any thread.
+    #[inline]
     pub(crate) unsafe fn into_spawned(block: NonNull<Self>, discard: unsafe fn(*const ())) -> SpawnedOp {
         // SAFETY: the caller's contract; the block lives until the operation completes
         // (or `discard` ends it), and exactly one of the two runs, once.
