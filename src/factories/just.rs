@@ -86,6 +86,7 @@ pub struct JustOp<V, E, R> {
 }
 
 impl<V, E, R: Receiver<V, E>> OperationState for JustOp<V, E, R> {
+    #[inline]
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: `inner` is not structurally pinned: it is moved out, never pinned.
         let this = unsafe { self.get_unchecked_mut() };
