@@ -186,7 +186,7 @@ impl<Sch, E> LetScopeShared<Sch, E> {
         self.core.request_stop();
     }
 
-    #[inline]
+    #[inline(always)]
     fn associate(&self) -> Option<LetAssociation<'_, Sch, E>> {
         let home = self.core.counter.try_associate(self.generation, shard_index::current())?;
         Some(LetAssociation { shared: NonNull::from(self), home, _s: PhantomData })
@@ -287,7 +287,7 @@ impl<Sch, E> std::fmt::Debug for LetScopeToken<'_, '_, Sch, E> {
 impl<'s, Sch: MaybeScheduler, E: Send + 's> ScopeToken for LetScopeToken<'s, '_, Sch, E> {
     type Association = LetAssociation<'s, Sch, E>;
 
-    #[inline]
+    #[inline(always)]
     fn try_associate(&self) -> Option<LetAssociation<'s, Sch, E>> {
         self.shared.associate()
     }
