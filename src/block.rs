@@ -5,7 +5,8 @@
 //! `into_awaitable`, `scope/spawn.rs`), a [`Task`](crate::Task)'s frame and the large
 //! operations it awaits (`task/mod.rs`), an [`AnySender`](crate::AnySender)'s erased
 //! operation (`any.rs`), the block of an erased `schedule()` (`task/scheduler.rs`), and
-//! the [`BlockSlice`] of a run-time number of children (`when_all`'s and `when_any`'s).
+//! the [`BlockSlice`] of a run-time number of children (`when_all`'s and `when_any`'s), and
+//! the [`BlockVec`] that `when_all_iter` collects its senders into.
 //! Each is allocated once and freed when its operation completes, often on another
 //! thread than the one that allocated it.
 //! With the global allocator that pattern is slow where spawning matters most: when
@@ -879,6 +880,12 @@ unsafe impl<T: Sync> Sync for BlockSlice<T> {}
 impl<T> BlockSlice<T> {
     /// `len` values, `value(i)` for each `i` in order, in a fresh block.
     pub(crate) fn new(len: usize, mut value: impl FnMut(usize) -> T) -> Self {
+        Self::new_at(len, |i, _| value(i))
+    }
+
+    /// As [`new`](Self::new), where `value(i, at)` is also told the address `at` that
+    /// value `i` will be written to (uninitialized when it is called).
+    pub(crate) fn new_at(len: usize, mut value: impl FnMut(usize, *mut T) -> T) -> Self {
         /// The values written so far; dropped with the block if `values` unwinds (a
         /// child's `connect` panicked).
         struct Partial<T> {
@@ -898,9 +905,11 @@ impl<T> BlockSlice<T> {
         }
         let mut partial = Partial { ptr: uninit_array::<T>(len), len, written: 0 };
         while partial.written < len {
-            let v = value(partial.written);
+            // SAFETY: in bounds of the block of `len` values.
+            let at = unsafe { partial.ptr.as_ptr().add(partial.written) };
+            let v = value(partial.written, at);
             // SAFETY: in bounds, written once.
-            unsafe { partial.ptr.as_ptr().add(partial.written).write(v) };
+            unsafe { at.write(v) };
             partial.written += 1;
         }
         let this = BlockSlice { ptr: partial.ptr, len };
@@ -932,5 +941,184 @@ impl<T> Drop for BlockSlice<T> {
             std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len).drop_in_place();
             free_array(self.ptr, self.len);
         }
+    }
+}
+
+/// Values of one type in a recycled heap block (`crate::block`) that grows as a `Vec`
+/// does: what [`when_all_iter`](crate::when_all_iter) collects its senders into, so that
+/// a node of a recursion with a run-time number of children takes no memory from the
+/// global allocator for them. Built from an iterator (`collect`), read by `len` and
+/// consumed by `into_iter`.
+pub struct BlockVec<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    cap: usize,
+}
+
+// SAFETY: owns its values as a `Vec<T>` would.
+unsafe impl<T: Send> Send for BlockVec<T> {}
+// SAFETY: as above; a shared reference gives no access to the values.
+unsafe impl<T: Sync> Sync for BlockVec<T> {}
+
+impl<T> BlockVec<T> {
+    /// Room for `cap` values (as many as fit in no memory for a zero-sized `T`).
+    fn with_capacity(cap: usize) -> Self {
+        let cap = if size_of::<T>() == 0 { usize::MAX } else { cap };
+        BlockVec { ptr: uninit_array::<T>(cap), len: 0, cap }
+    }
+
+    #[inline]
+    fn push(&mut self, value: T) {
+        if self.len == self.cap {
+            self.grow();
+        }
+        // SAFETY: `len < cap` in a block of `cap` values; written once.
+        unsafe { self.ptr.as_ptr().add(self.len).write(value) };
+        self.len += 1;
+    }
+
+    /// Moves the values to a block twice as large (an iterator whose size hint was low).
+    #[cold]
+    fn grow(&mut self) {
+        let cap = self.cap.checked_mul(2).expect("BlockVec: too many values").max(4);
+        let ptr = uninit_array::<T>(cap);
+        // SAFETY: the first `len` values are initialized and moved, not copied: the old
+        // block is freed without dropping them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), ptr.as_ptr(), self.len);
+            free_array(self.ptr, self.cap);
+        }
+        self.ptr = ptr;
+        self.cap = cap;
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is no value.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T> FromIterator<T> for BlockVec<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let iter = iter.into_iter();
+        let mut values = BlockVec::with_capacity(iter.size_hint().0);
+        for value in iter {
+            values.push(value);
+        }
+        values
+    }
+}
+
+impl<T> Drop for BlockVec<T> {
+    fn drop(&mut self) {
+        // SAFETY: the first `len` values are initialized and dropped once; the block is
+        // this allocation of `cap` values, freed once, after them.
+        unsafe {
+            let _free = FreeArrayOnExit { ptr: self.ptr, len: self.cap };
+            std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len).drop_in_place();
+        }
+    }
+}
+
+/// Frees an array block when dropped, so that a value's `Drop` that unwinds does not
+/// leak the block (its contents are dropped or moved out first).
+struct FreeArrayOnExit<T> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+impl<T> Drop for FreeArrayOnExit<T> {
+    fn drop(&mut self) {
+        // SAFETY: built only around a block of `len` values from `uninit_array`, whose
+        // contents are gone by now, freed once, here.
+        unsafe { free_array(self.ptr, self.len) }
+    }
+}
+
+impl<T> IntoIterator for BlockVec<T> {
+    type Item = T;
+    type IntoIter = BlockVecIntoIter<T>;
+    fn into_iter(self) -> BlockVecIntoIter<T> {
+        let this = std::mem::ManuallyDrop::new(self);
+        BlockVecIntoIter { ptr: this.ptr, next: 0, len: this.len, cap: this.cap }
+    }
+}
+
+/// The values of a [`BlockVec`], moved out in order.
+pub struct BlockVecIntoIter<T> {
+    ptr: NonNull<T>,
+    next: usize,
+    len: usize,
+    cap: usize,
+}
+
+// SAFETY: owns the values not yet moved out, as `BlockVec` does.
+unsafe impl<T: Send> Send for BlockVecIntoIter<T> {}
+// SAFETY: as above; a shared reference gives no access to the values.
+unsafe impl<T: Sync> Sync for BlockVecIntoIter<T> {}
+
+impl<T> Iterator for BlockVecIntoIter<T> {
+    type Item = T;
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.next == self.len {
+            return None;
+        }
+        // SAFETY: value `next` is initialized and not moved out yet; it is moved out once,
+        // as `next` moves past it.
+        let value = unsafe { self.ptr.as_ptr().add(self.next).read() };
+        self.next += 1;
+        Some(value)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.len - self.next;
+        (n, Some(n))
+    }
+}
+
+impl<T> ExactSizeIterator for BlockVecIntoIter<T> {}
+
+impl<T> Drop for BlockVecIntoIter<T> {
+    fn drop(&mut self) {
+        // SAFETY: the values from `next` to `len` are initialized and not moved out; they
+        // are dropped once, then the block of `cap` values is freed once.
+        unsafe {
+            let _free = FreeArrayOnExit { ptr: self.ptr, len: self.cap };
+            let rest = self.ptr.as_ptr().add(self.next);
+            std::ptr::slice_from_raw_parts_mut(rest, self.len - self.next).drop_in_place();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod block_vec_tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn a_block_vec_grows_keeps_its_order_and_drops_what_is_not_moved_out() {
+        let marker = Rc::new(());
+        // No size hint: it starts empty and grows.
+        let values: BlockVec<(usize, Rc<()>)> = (0..100).filter(|_| true).map(|i| (i, marker.clone())).collect();
+        assert_eq!(values.len(), 100);
+        assert_eq!(Rc::strong_count(&marker), 101);
+        let mut it = values.into_iter();
+        assert_eq!(it.len(), 100);
+        for want in 0..40 {
+            assert_eq!(it.next().map(|(i, _)| i), Some(want));
+        }
+        assert_eq!(Rc::strong_count(&marker), 61, "moved-out values are the caller's");
+        drop(it);
+        assert_eq!(Rc::strong_count(&marker), 1, "the 60 left were dropped with the iterator");
+        let empty: BlockVec<Rc<()>> = std::iter::empty().collect();
+        assert!(empty.is_empty());
+        assert_eq!(empty.into_iter().next(), None);
+        let zsts: BlockVec<()> = std::iter::repeat_n((), 1000).collect();
+        assert_eq!(zsts.into_iter().count(), 1000);
     }
 }

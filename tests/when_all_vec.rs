@@ -147,3 +147,82 @@ fn a_parent_stop_request_reaches_every_child() {
     let probes: Vec<_> = (0..5).map(|_| stop_probe::<Infallible>()).collect();
     assert_eq!(sync_wait(with_stop(&source, when_all(probes))), Ok(Some(vec![true; 5])));
 }
+
+/// Values that count their live copies: a failed `when_all` must drop each value its
+/// children delivered exactly once (a double drop would read below zero, a leak above).
+#[derive(Debug)]
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(live: &'a AtomicUsize) -> Self {
+        live.fetch_add(1, Ordering::SeqCst);
+        Counted(live)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_values_of_a_failed_run_time_when_all_are_dropped_once_inline_and_on_the_pool() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    let live = AtomicUsize::new(0);
+    for on_pool in [false, true] {
+        let live = &live;
+        let sch = &sch;
+        let children = move || {
+            (0..40u32).map(move |i| {
+                let value = just(()).with_error::<u32>().let_value(move |()| {
+                    if i == 29 {
+                        just_error::<Counted<'_>, u32>(i).boxed()
+                    } else {
+                        just(Counted::new(live)).with_error::<u32>().boxed()
+                    }
+                });
+                if on_pool { starts_on(sch.clone(), value).boxed() } else { value.boxed() }
+            })
+        };
+        assert_eq!(sync_wait(when_all_iter(children())).unwrap_err(), 29);
+        assert_eq!(live.load(Ordering::SeqCst), 0, "every delivered value was dropped once (on_pool: {on_pool})");
+        assert_eq!(sync_wait(when_all(children().collect::<Vec<_>>())).unwrap_err(), 29);
+        assert_eq!(live.load(Ordering::SeqCst), 0, "the same through a Vec (on_pool: {on_pool})");
+        let values = sync_wait(when_all_iter(children().take(20))).unwrap().unwrap();
+        assert_eq!(live.load(Ordering::SeqCst), 20, "a successful one hands every value over");
+        drop(values);
+        assert_eq!(live.load(Ordering::SeqCst), 0);
+    }
+}
+
+#[test]
+fn when_all_iter_takes_iterators_without_a_size_hint_in_order() {
+    // `filter` gives no lower bound: the senders are collected as they come, growing
+    // their block.
+    let evens = (0..1000u32).filter(|i| i % 2 == 0).map(just);
+    let values = sync_wait(when_all_iter(evens)).unwrap().unwrap();
+    assert_eq!(values, (0..1000).filter(|i| i % 2 == 0).collect::<Vec<_>>());
+    // Zero-sized senders and values.
+    let units = sync_wait(when_all_iter(std::iter::repeat_n((), 300).map(just))).unwrap().unwrap();
+    assert_eq!(units.len(), 300);
+}
+
+#[test]
+fn a_panic_while_collecting_the_senders_drops_those_already_made() {
+    quiet_panics();
+    let live = AtomicUsize::new(0);
+    let msg = panic_message(|| {
+        let live = &live;
+        when_all_iter((0..50).map(move |i| {
+            assert!(i != 37, "{QUIET}: sender 37");
+            just(Counted::new(live))
+        }))
+    });
+    assert_eq!(msg, format!("{QUIET}: sender 37"));
+    assert_eq!(live.load(Ordering::SeqCst), 0, "the 37 senders made were dropped");
+    // Dropped unconnected, or connected and never started: nothing leaks either.
+    drop(when_all_iter((0..10).map(|_| just(Counted::new(&live)))));
+    assert_eq!(live.load(Ordering::SeqCst), 0);
+}

@@ -30,7 +30,7 @@ pub(crate) mod when_all;
 pub(crate) mod when_any;
 pub(crate) mod write_env;
 
-pub use crate::block::BlockSlice;
+pub use crate::block::{BlockSlice, BlockVec, BlockVecIntoIter};
 pub use bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkEach, BulkEachFn, BulkEachImpl,
     BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked,
@@ -49,9 +49,9 @@ pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use when_all::{
-    ChildOp, ConnectTuple, DomainFold, ForkJob, ForkJoin, SenderTuple, Sequential, Shared as WhenAllShared,
-    StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, fork_join, when_all, when_all_iter,
-    when_all_with_variant,
+    ChildOp, ChildSlot, ConnectTuple, DomainFold, ForkJob, ForkJoin, ListCells, SenderTuple, Sequential,
+    Shared as WhenAllShared, StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, fork_join,
+    when_all, when_all_iter, when_all_with_variant,
 };
 pub use when_any::{
     ConnectWhenAny, Race, WhenAny, WhenAnyChildren, WhenAnyOp, WhenAnyReceiver, when_any, when_any_iter,

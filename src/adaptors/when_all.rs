@@ -28,7 +28,7 @@ use std::ptr;
 use crate::sync;
 use std::pin::Pin;
 
-use crate::block::BlockSlice;
+use crate::block::{BlockSlice, BlockVec};
 use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
 use crate::env::Env;
 use crate::factories::{Defer, defer};
@@ -699,57 +699,122 @@ impl<R: Receiver<(), Infallible>> ConnectTuple<R> for () {
     }
 }
 
-/// A number of children known at run time: `when_all(vec)` completes with the `Vec` of
-/// their values, in the children's order (an empty `Vec` at once for no child).
-impl<S: Sender> SenderTuple for Vec<S> {
-    type Values = Vec<S::Value>;
-    type ValueCells = BlockSlice<ValueCell<S::Value>>;
-    type Error = S::Error;
-    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
-    type Domain = S::Domain;
-    fn len(&self) -> usize {
-        Vec::len(self)
+/// Where the value cells of a run-time number of children are: in the children's
+/// [`ChildSlot`]s, one block for every cell and operation state, which `connect_all`
+/// makes when the operation starts (the cells cannot live in the shared state, whose
+/// size is fixed at compile time).
+pub struct ListCells<V> {
+    /// The first slot's cell and the distance between slots, in bytes; written by
+    /// `connect_all` before any child starts, read by `take_values` after every child
+    /// arrived.
+    at: UnsafeCell<(*const ValueCell<V>, usize)>,
+    len: usize,
+}
+
+// SAFETY: the cells hold `V`s, sent across threads as a `BlockSlice<ValueCell<V>>`
+// would be; the pointer is only followed by the operation that owns the slots.
+unsafe impl<V: Send> Send for ListCells<V> {}
+
+impl<V> ListCells<V> {
+    fn new(len: usize) -> Self {
+        ListCells { at: UnsafeCell::new((ptr::null(), 0)), len }
     }
-    fn empty_cells(len: usize) -> Self::ValueCells {
-        BlockSlice::new(len, |_| ValueCell::empty())
-    }
-    unsafe fn take_values(cells: &Self::ValueCells) -> Vec<S::Value> {
-        // SAFETY: forwarded from the caller: every child has arrived.
-        cells.as_slice().iter().map(|c| unsafe { c.take() }).collect()
+
+    /// The values, in the children's order.
+    ///
+    /// # Safety
+    ///
+    /// `connect_all` recorded the slots, which are alive, and every child has arrived
+    /// with its value.
+    unsafe fn take(&self) -> Vec<V> {
+        // SAFETY: the caller's contract: the slots are recorded and alive; each holds a
+        // cell at offset 0 (`ChildSlot` is `repr(C)`) that its child filled.
+        unsafe {
+            let (first, stride) = *self.at.get();
+            (0..self.len).map(|i| (*first.byte_add(i * stride)).take()).collect()
+        }
     }
 }
 
-impl<R, S> ConnectTuple<R> for Vec<S>
-where
-    R: Receiver<Vec<S::Value>, S::Error>,
-    S: Sender + SenderTo<WhenAllReceiver<<S as Sender>::Value, Self, R>>,
-{
-    type Ops = BlockSlice<ChildOp<S::Operation>>;
-    unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
-        // SAFETY: the caller guarantees `shared` is alive; the cells are only addressed
-        // here, and each child writes its own through `ValueCell::put`.
-        let cells = unsafe { (*shared).cells.as_slice() };
-        let mut children = self.into_iter();
-        BlockSlice::new(cells.len(), |i| {
-            let child = children.next().expect("when_all: as many children as cells");
-            ChildOp(child.connect(WhenAllReceiver { shared, cell: &cells[i] }))
-        })
-    }
-    unsafe fn count(ops: *const Self::Ops) -> usize {
-        // SAFETY: the caller's contract: `ops` is alive.
-        unsafe { (*ops).as_slice().len() }
-    }
-    unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
-        // SAFETY: forwarded from the caller: child `i` is pinned in the block and
-        // unstarted.
-        unsafe { Pin::new_unchecked(&mut *BlockSlice::at(ops, i)).start() }
-    }
-    unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob {
-        // SAFETY: forwarded from the caller: the job starts child `i`, pinned in place,
-        // once.
-        unsafe { ForkJob(start_job(BlockSlice::at(ops, i))) }
-    }
+/// The cell and the operation state of one of a run-time number of children, side by
+/// side, so that their `when_all` takes one block for both.
+#[repr(C)]
+pub struct ChildSlot<V, Op> {
+    /// First: [`ListCells`] finds the cells at offset 0.
+    cell: ValueCell<V>,
+    op: ChildOp<Op>,
 }
+
+/// `SenderTuple` and `ConnectTuple` for a collection of senders of one type, consumed in
+/// order by `into_iter`.
+macro_rules! list_impls {
+    ($list:ident) => {
+        impl<S: Sender> SenderTuple for $list<S> {
+            type Values = Vec<S::Value>;
+            type ValueCells = ListCells<S::Value>;
+            type Error = S::Error;
+            const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+            type Domain = S::Domain;
+            fn len(&self) -> usize {
+                $list::len(self)
+            }
+            fn empty_cells(len: usize) -> Self::ValueCells {
+                ListCells::new(len)
+            }
+            unsafe fn take_values(cells: &Self::ValueCells) -> Vec<S::Value> {
+                // SAFETY: forwarded from the caller: every child has arrived, so
+                // `connect_all` recorded the slots, alive in the started operation.
+                unsafe { cells.take() }
+            }
+        }
+
+        impl<R, S> ConnectTuple<R> for $list<S>
+        where
+            R: Receiver<Vec<S::Value>, S::Error>,
+            S: Sender + SenderTo<WhenAllReceiver<<S as Sender>::Value, Self, R>>,
+        {
+            type Ops = BlockSlice<ChildSlot<S::Value, S::Operation>>;
+            unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
+                // SAFETY: the caller guarantees `shared` is alive, and no child runs yet:
+                // the cells' record is ours to write.
+                let cells = unsafe { &(*shared).cells };
+                let mut children = self.into_iter();
+                let slots = BlockSlice::new_at(cells.len, |_, slot: *mut ChildSlot<S::Value, S::Operation>| {
+                    let child = children.next().expect("when_all: as many children as cells");
+                    // SAFETY: the slot's address in the block; only the field's address
+                    // is taken, and the cell is written (with the slot) before any child
+                    // starts.
+                    let cell = unsafe { &raw const (*slot).cell };
+                    ChildSlot { cell: ValueCell::empty(), op: ChildOp(child.connect(WhenAllReceiver { shared, cell })) }
+                });
+                let first = slots.as_slice().as_ptr();
+                // SAFETY: as above: no child has started, nobody reads the record yet.
+                unsafe { *cells.at.get() = (&raw const (*first).cell, size_of::<ChildSlot<S::Value, S::Operation>>()) };
+                slots
+            }
+            unsafe fn count(ops: *const Self::Ops) -> usize {
+                // SAFETY: the caller's contract: `ops` is alive.
+                unsafe { (*ops).as_slice().len() }
+            }
+            unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
+                // SAFETY: forwarded from the caller: child `i` is pinned in the block and
+                // unstarted; only its operation is borrowed.
+                unsafe { Pin::new_unchecked(&mut (*BlockSlice::at(ops, i)).op).start() }
+            }
+            unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob {
+                // SAFETY: forwarded from the caller: the job starts child `i`, pinned in
+                // place, once.
+                unsafe { ForkJob(start_job(&raw const (*BlockSlice::at(ops, i)).op)) }
+            }
+        }
+    };
+}
+
+// A number of children known at run time: `when_all(vec)` completes with the `Vec` of
+// their values, in the children's order (an empty `Vec` at once for no child); a
+// `BlockVec` is what `when_all_iter` collects into.
+list_impls!(Vec);
+list_impls!(BlockVec);
 
 /// The untransformed sender of [`when_all`].
 #[must_use = "senders do nothing unless connected and started"]
@@ -887,11 +952,15 @@ pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::Earl
 
 /// `when_all` over an iterator of senders of one type (typically
 /// [`AnySender`](crate::AnySender)s): completes with the `Vec` of their values, in the
-/// iterator's order. The same as `when_all(senders.into_iter().collect::<Vec<_>>())`:
+/// iterator's order. It behaves as `when_all(senders.into_iter().collect::<Vec<_>>())`:
 /// the first error or stop wins and requests stop on the others, a panic is delivered,
-/// and no sender completes with an empty `Vec` at once. On a pool the children are
-/// handed out by halves (a node with a thousand children pushes about ten jobs, which
-/// the workers that steal them split further).
+/// and no sender completes with an empty `Vec` at once. The senders are collected (when
+/// this is called) into a [`BlockVec`](crate::adaptors::BlockVec), a recycled block
+/// rather than a `Vec`, and the children's value cells and operation states share one
+/// more block: a node of a recursion takes memory from the global allocator only for
+/// the `Vec` of values it completes with. On a pool the children are handed out by
+/// halves (a node with a thousand children pushes about ten jobs, which the workers
+/// that steal them split further).
 ///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, just, schedule, starts_on, sync_wait, when_all_iter};
@@ -903,12 +972,12 @@ pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::Earl
 /// assert_eq!(sync_wait(starts_on(pool.scheduler(), none)).unwrap(), Some(vec![]));
 /// # let _ = just(0);
 /// ```
-pub fn when_all_iter<I>(senders: I) -> <<I::Item as Sender>::Domain as MaybeDomain>::EarlyWhenAll<Vec<I::Item>>
+pub fn when_all_iter<I>(senders: I) -> <<I::Item as Sender>::Domain as MaybeDomain>::EarlyWhenAll<BlockVec<I::Item>>
 where
     I: IntoIterator,
     I::Item: Sender,
 {
-    when_all(senders.into_iter().collect::<Vec<_>>())
+    when_all(senders.into_iter().collect::<BlockVec<_>>())
 }
 
 /// The sender of [`fork_join`]: the `when_all` of two [`Defer`]s, as early customization
