@@ -46,7 +46,8 @@
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
 //! `fib_latent` and `tree_latent` (latent forks on), `fib_default` (sequential
 //! `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and `rayon_tree8` (the 8-ary tree of
-//! depth `n`), `floor_fib`,
+//! depth `n`), `tree8_spin` and `rayon_tree8_spin` (the same with one spin per node, so
+//! that our leaves are erased blocks as in `tree8_work_300ns`), `floor_fib`,
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
 //! `rayon_outside` (`n` round trips from outside), and `outside_cold` /
@@ -1333,6 +1334,9 @@ fn profile(spec: &str) {
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
             "tree8" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 0))).unwrap().unwrap(),
             "rayon_tree8" => rpool.install(|| rayon_tree8(n as u32, 0)),
+            // One spin per node: the leaves are erased blocks, as in `tree8_work_300ns`.
+            "tree8_spin" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 1))).unwrap().unwrap(),
+            "rayon_tree8_spin" => rpool.install(|| rayon_tree8(n as u32, 1)),
             "rayon_fib" => rpool.install(|| rayon_fib(n)),
             "rayon_tree" => rpool.install(|| rayon_tree(n as u32)),
             "floor_fib" => rpool.install(|| floor_fib(n)),
