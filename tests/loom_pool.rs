@@ -252,10 +252,10 @@ mod whole_pool {
     }
 
     /// (I) `when_all` of a run-time number of children (a `Vec` of three) on a worker:
-    /// children 1 and 2 are handed out as one range job, which whoever runs it splits
-    /// (pushing child 2, starting child 1), while the first child runs inline; the count
-    /// of three children and the starting worker's hold reaches zero once, and every
-    /// value arrives in its place.
+    /// children 2 and 1 are pushed one job each (a range job is for more than eight),
+    /// while the first child runs inline; the count of three children and the starting
+    /// worker's hold reaches zero once, and every value arrives in its place, in its
+    /// child's slot of the one block of cells and operations.
     #[test]
     fn when_all_of_a_vec_hands_out_a_range_that_is_split_where_it_runs() {
         loom::model(|| {
