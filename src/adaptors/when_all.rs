@@ -787,9 +787,11 @@ macro_rules! list_impls {
                     let cell = unsafe { &raw const (*slot).cell };
                     ChildSlot { cell: ValueCell::empty(), op: ChildOp(child.connect(WhenAllReceiver { shared, cell })) }
                 });
-                let first = slots.as_slice().as_ptr();
+                // The first slot's cell is at the slot's address (`repr(C)`, the cell
+                // first), so no place is made from a pointer that may dangle (no child).
+                let first = slots.as_slice().as_ptr().cast::<ValueCell<S::Value>>();
                 // SAFETY: as above: no child has started, nobody reads the record yet.
-                unsafe { *cells.at.get() = (&raw const (*first).cell, size_of::<ChildSlot<S::Value, S::Operation>>()) };
+                unsafe { *cells.at.get() = (first, size_of::<ChildSlot<S::Value, S::Operation>>()) };
                 slots
             }
             unsafe fn count(ops: *const Self::Ops) -> usize {
