@@ -18,6 +18,8 @@
 #   frames, erased senders and the future bridges, all in `crate::block`;
 # - when_all, adaptors_basic, let_and_transfer, bulk_each, schedulers, domains, stop:
 #   the operation states that hold user data and the adaptors that discard it;
+# - when_all_vec: the run-time `when_all`, its `BlockVec` of senders and its block of
+#   cells and operations, through failures, panics and stop requests;
 # - model_random: random sender trees over every algorithm, on the pool, a single thread
 #   and inline (PROPTEST_CASES=64 here instead of 512, for time);
 # - bad_input: refused spawns, pool drops, panicking user schedulers and env queries;
@@ -46,7 +48,7 @@ declare -A SKIP=(
     [bridge]="a_leaked_future_leaks_memory_but_the_operation_completes" # mem::forget
     [stop]="callback_dropping_a_callback_that_already_ran callback_dropping_a_not_yet_run_callback_prevents_it callback_registering_on_the_stopping_source_runs_inline callback_that_drops_itself callback_that_drops_itself_through_a_raw_pointer" # a leaked 'static source
     [bad_input]="a_join_started_inside_the_scopes_own_work_completes_after_it spawn_of_a_sender_whose_connect_panics_unwinds_to_the_caller_and_the_join_completes" # leak() for 'static scopes
-    [time]="" [when_any]="" [model_random]="" [on_either]="" [any_sender]="" [when_all]="" [adaptors_basic]="" [let_and_transfer]="" [bulk_each]="" [schedulers]="" [domains]=""
+    [time]="" [when_any]="" [model_random]="" [on_either]="" [any_sender]="" [when_all]="" [when_all_vec]="" [adaptors_basic]="" [let_and_transfer]="" [bulk_each]="" [schedulers]="" [domains]=""
 )
 
 memcheck=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite)
