@@ -25,6 +25,7 @@ use crate::env::Env;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
+use crate::sender::seal::Seal;
 use crate::sender::{OperationState, SenderTo, sender};
 use crate::stop::StopToken;
 
@@ -282,10 +283,159 @@ impl<V> Drop for Ready<V> {
     }
 }
 
-/// What an [`AnySender`] holds: a block, or a ready value (the sender was a `just`).
-enum Repr<V, E, Sch> {
+// ---------------------------------------------------------------------------------------
+// A value made by a plain call
+
+/// A value made at once by a plain call from a state of at most one word that needs no
+/// drop: what [`Sender::into_ready_fn`](crate::Sender::into_ready_fn) hands over for
+/// `just(x).then(f)`, so that an [`AnySender`] keeps such a leaf without a heap block.
+/// Only the crate makes one. `'a` is what the state borrows.
+pub struct ReadyFn<'a, V> {
+    lazy: Lazy<V>,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a, V> ReadyFn<'a, V> {
+    /// Whether a state of type `C` may be kept: it fits the word and needs no drop.
+    pub(crate) const fn fits<C>() -> bool {
+        size_of::<C>() <= size_of::<Room>() && align_of::<C>() <= align_of::<Room>() && !std::mem::needs_drop::<C>()
+    }
+
+    /// Keeps `state`, made into the value when called; `Err(state)` if it does not
+    /// [fit](Self::fits).
+    pub(crate) fn new<C: ReadyCall<Output = V> + 'a>(state: C) -> Result<Self, C> {
+        if !Self::fits::<C>() {
+            return Err(state);
+        }
+        let mut room = Room::uninit();
+        // SAFETY: the room has the size and alignment for a `C` (checked).
+        unsafe { room.as_mut_ptr().cast::<C>().write(state) };
+        Ok(ReadyFn { lazy: Lazy { call: call_ready::<C>, room }, _borrow: PhantomData })
+    }
+}
+
+/// The state of a [`ReadyFn`]: what makes the value from it.
+pub(crate) trait ReadyCall {
+    /// The value.
+    type Output;
+    /// Makes it.
+    fn call(self) -> Self::Output;
+}
+
+/// # Safety
+///
+/// The room holds a `C` (`ReadyFn::new`), not read before.
+unsafe fn call_ready<C: ReadyCall>(room: Room) -> C::Output {
+    // SAFETY: the caller's contract.
+    unsafe { room.as_ptr().cast::<C>().read() }.call()
+}
+
+/// The lifetime-free part of a [`ReadyFn`], as an [`AnySender`] keeps it (the
+/// `AnySender`'s own lifetime bounds the state's borrows).
+struct Lazy<V> {
+    call: unsafe fn(Room) -> V,
+    room: Room,
+}
+
+impl<V> Lazy<V> {
+    /// Makes the value.
+    fn call(self) -> V {
+        // SAFETY: `call` was made for the state in the room (`ReadyFn::new`), which is
+        // read once: `self` is consumed.
+        unsafe { (self.call)(self.room) }
+    }
+}
+
+/// What an [`AnySender`] holds, in two words so that it is passed and returned in
+/// registers: a block, a ready value (the sender was a `just`), or a value to make by a
+/// plain call (the sender was `then` of a `just`, [`ReadyFn`]). `kind` says which: `BLOCK`
+/// (the room holds the block's address), `READY` (the room holds the value), `TAKEN`
+/// (nothing), or else the address of the call that makes the value from the state in
+/// the room. No function is at those three addresses, which are in the first page.
+struct Repr<V, E, Sch> {
+    kind: *const (),
+    room: Room,
+    _holds: PhantomData<(HeaderPtr<V, E, Sch>, V)>,
+}
+
+/// A block, by its header.
+type HeaderPtr<V, E, Sch> = NonNull<Header<V, E, Sch>>;
+
+/// `Repr::kind`: the room holds a block's address.
+const BLOCK: *const () = std::ptr::without_provenance(0);
+/// `Repr::kind`: the room holds a ready value.
+const READY: *const () = std::ptr::without_provenance(1);
+/// `Repr::kind`: the room holds nothing.
+const TAKEN: *const () = std::ptr::without_provenance(2);
+
+/// A [`Repr`] taken apart.
+enum Held<V, E, Sch> {
     Block(NonNull<Header<V, E, Sch>>),
     Ready(Ready<V>),
+    Lazy(Lazy<V>),
+    Taken,
+}
+
+impl<V, E, Sch> Repr<V, E, Sch> {
+    #[inline]
+    fn new(held: Held<V, E, Sch>) -> Self {
+        let (kind, room) = match held {
+            Held::Block(block) => {
+                let mut room = Room::uninit();
+                // SAFETY: a pointer fits the room (a word), which keeps its provenance.
+                unsafe { room.as_mut_ptr().cast::<NonNull<Header<V, E, Sch>>>().write(block) };
+                (BLOCK, room)
+            }
+            Held::Ready(ready) => (READY, ManuallyDrop::new(ready).room),
+            Held::Lazy(lazy) => (lazy.call as *const (), lazy.room),
+            Held::Taken => (TAKEN, Room::uninit()),
+        };
+        Repr { kind, room, _holds: PhantomData }
+    }
+
+    /// What it holds; it holds nothing after.
+    #[inline]
+    fn take(&mut self) -> Held<V, E, Sch> {
+        let kind = std::mem::replace(&mut self.kind, TAKEN);
+        let room = self.room;
+        if kind == BLOCK {
+            // SAFETY: the room holds the block's pointer (`new`).
+            Held::Block(unsafe { room.as_ptr().cast::<NonNull<Header<V, E, Sch>>>().read() })
+        } else if kind == READY {
+            Held::Ready(Ready { room, _v: PhantomData })
+        } else if kind == TAKEN {
+            Held::Taken
+        } else {
+            // SAFETY: any other kind is a `Lazy`'s call, stored as its address (`new`).
+            let call = unsafe { std::mem::transmute::<*const (), unsafe fn(Room) -> V>(kind) };
+            Held::Lazy(Lazy { call, room })
+        }
+    }
+
+    /// The block, if it holds one.
+    #[inline]
+    fn block(&self) -> Option<NonNull<Header<V, E, Sch>>> {
+        // SAFETY: with `BLOCK`, the room holds the block's pointer (`new`).
+        (self.kind == BLOCK).then(|| unsafe { self.room.as_ptr().cast::<NonNull<Header<V, E, Sch>>>().read() })
+    }
+
+    /// Drops what it holds (a block is freed, with what it holds); it holds nothing after.
+    #[inline]
+    fn clear(&mut self) {
+        match self.take() {
+            // SAFETY: the holder's block: unstarted, or its operation has completed (the
+            // holders clear it only then).
+            Held::Block(block) => unsafe { (block.as_ref().drop)(block) },
+            // A ready value is dropped with `Ready`; a `Lazy`'s state needs no drop.
+            Held::Ready(_) | Held::Lazy(_) | Held::Taken => {}
+        }
+    }
+}
+
+impl<V, E, Sch> Drop for Repr<V, E, Sch> {
+    fn drop(&mut self) {
+        self.clear();
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -297,7 +447,11 @@ enum Repr<V, E, Sch> {
 ///
 /// A sender that only completes with a value at once (`just(v)`, see
 /// [`Sender::into_ready_value`](crate::Sender::into_ready_value)) is kept without a block when the value fits in one
-/// word: the leaves of a recursion cost no allocation.
+/// word: the leaves of a recursion cost no allocation. So is `just(x).then(f)` when `x`
+/// and what `f` captures fit one word together and need no drop, and the erased
+/// environment's domain leaves `then` as it is ([`Domain::THEN_IS_DEFAULT`](crate::Domain::THEN_IS_DEFAULT), true for the
+/// pool's): `f` is then called when the operation starts, on the thread that starts it,
+/// as `then` would, with a panic delivered as `then` delivers it.
 ///
 /// `'a` is what the erased sender borrows; `Sch` is the scheduler its environment shows.
 ///
@@ -340,12 +494,13 @@ enum Repr<V, E, Sch> {
 /// ```
 #[must_use = "senders do nothing unless connected and started"]
 pub struct AnySender<'a, V, E = Infallible, Sch = NoScheduler> {
-    repr: ManuallyDrop<Repr<V, E, Sch>>,
+    repr: Repr<V, E, Sch>,
     _borrow: PhantomData<&'a ()>,
 }
 
 // SAFETY: built only from `Send` senders whose operations are `Send` (`new`); a ready
-// value comes out of such a sender.
+// value, and a `ReadyFn`'s state (a `then`'s function and the value its `just` held, by
+// the sealed hooks), come out of such a sender.
 unsafe impl<V, E, Sch> Send for AnySender<'_, V, E, Sch> {}
 
 impl<V, E, Sch> std::fmt::Debug for AnySender<'_, V, E, Sch> {
@@ -363,11 +518,16 @@ impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
     {
         let sndr = if Ready::<V>::FITS {
             match sndr.into_ready_value() {
-                Ok(value) => return AnySender::with(Repr::Ready(Ready::new(value))),
+                Ok(value) => return AnySender::with(Held::Ready(Ready::new(value))),
                 Err(sndr) => sndr,
             }
         } else {
             sndr
+        };
+        let sndr = match sndr.into_ready_fn::<'a, AnyReceiver<V, E, Sch>>(Seal(())) {
+            // The state's borrows are bounded by `'a`, as the `AnySender`'s are.
+            Ok(ready) => return AnySender::with(Held::Lazy(ready.lazy)),
+            Err(sndr) => sndr,
         };
         let block = crate::block::uninit::<Block<V, E, Sch, S, OpOf<S, V, E, Sch>>>();
         let b = block.as_ptr();
@@ -381,30 +541,13 @@ impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
             (&raw mut (*b).holds).write(SENDER);
             (&raw mut (*b).held.sender).write(ManuallyDrop::new(sndr));
         }
-        AnySender::with(Repr::Block(block.cast()))
+        AnySender::with(Held::Block(block.cast()))
     }
 }
 
 impl<V, E, Sch> AnySender<'_, V, E, Sch> {
-    fn with(repr: Repr<V, E, Sch>) -> Self {
-        AnySender { repr: ManuallyDrop::new(repr), _borrow: PhantomData }
-    }
-
-    fn into_repr(self) -> Repr<V, E, Sch> {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: taken once; `this` is not dropped, so the repr is not dropped twice.
-        unsafe { ManuallyDrop::take(&mut this.repr) }
-    }
-}
-
-impl<V, E, Sch> Drop for AnySender<'_, V, E, Sch> {
-    fn drop(&mut self) {
-        // SAFETY: dropped once, here; nothing touches `repr` after.
-        match unsafe { ManuallyDrop::take(&mut self.repr) } {
-            // SAFETY: an unconnected `AnySender` owns its block, which holds the sender.
-            Repr::Block(block) => unsafe { (block.as_ref().drop)(block) },
-            Repr::Ready(value) => drop(value),
-        }
+    fn with(held: Held<V, E, Sch>) -> Self {
+        AnySender { repr: Repr::new(held), _borrow: PhantomData }
     }
 }
 
@@ -420,7 +563,7 @@ where
     type Operation = AnyOp<'a, V, E, Sch, R>;
     fn connect(self, receiver: R) -> AnyOp<'a, V, E, Sch, R> {
         AnyOp {
-            repr: UnsafeCell::new(Some(self.into_repr())),
+            repr: UnsafeCell::new(self.repr),
             rcvr: UnsafeCell::new(Some(receiver)),
             _borrow: PhantomData,
             _pin: PhantomPinned,
@@ -435,7 +578,7 @@ where
 pub struct AnyOp<'a, V, E, Sch, R> {
     /// The block while it lives (taken by the completion, or by the drop of an operation
     /// that never started), or the ready value until started.
-    repr: UnsafeCell<Option<Repr<V, E, Sch>>>,
+    repr: UnsafeCell<Repr<V, E, Sch>>,
     rcvr: UnsafeCell<Option<R>>,
     _borrow: PhantomData<&'a ()>,
     _pin: PhantomPinned,
@@ -444,15 +587,6 @@ pub struct AnyOp<'a, V, E, Sch, R> {
 // SAFETY: the block's sender and operation, and a ready value, are `Send`
 // (`AnySender::new`); the receiver is `Send` (the `SenderTo` impl).
 unsafe impl<V, E, Sch, R: Send> Send for AnyOp<'_, V, E, Sch, R> {}
-
-impl<V, E, Sch, R> Drop for AnyOp<'_, V, E, Sch, R> {
-    fn drop(&mut self) {
-        if let Some(Repr::Block(block)) = self.repr.get_mut().take() {
-            // SAFETY: the operation has completed (or never started): the block is ours.
-            unsafe { (block.as_ref().drop)(block) }
-        }
-    }
-}
 
 impl<'a, V, E, Sch, R> AnyOp<'a, V, E, Sch, R>
 where
@@ -488,9 +622,7 @@ where
         let this = p.cast::<Self>();
         // SAFETY: the caller's contract; the completion owns the block now.
         unsafe {
-            if let Some(Repr::Block(block)) = (*(*this).repr.get()).take() {
-                (block.as_ref().drop)(block);
-            }
+            (*(*this).repr.get()).clear();
             (*(*this).rcvr.get()).take().expect("AnySender: completes once")
         }
     }
@@ -525,28 +657,70 @@ where
     }
 }
 
+/// Completes `rcvr` with the value `lazy` makes, as `then` of a `just` would have: a panic
+/// in it completes with `set_panic`. Out of line, so that the start of a block or a ready
+/// value keeps its small frame.
+#[inline(never)]
+fn start_lazy<V, E, R: Receiver<V, E>>(lazy: Lazy<V>, rcvr: R) {
+    match catch(move || lazy.call()) {
+        Ok(value) => rcvr.set_value(value),
+        Err(p) => rcvr.set_panic(p),
+    }
+}
+
 impl<V, E, Sch, R> OperationState for AnyOp<'_, V, E, Sch, R>
 where
     Sch: ErasedEnvScheduler,
     R: Receiver<V, E>,
     <R::Env as Env>::Scheduler: IntoAnyScheduler<Sch>,
 {
+    #[inline]
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: the operation is pinned and lives until it completes; the receiver cell
         // stays in place, so the erased receiver may point at it.
         let this = unsafe { self.get_unchecked_mut() };
-        let block = match this.repr.get_mut() {
-            Some(Repr::Block(block)) => *block,
-            ready => {
+        let repr = this.repr.get_mut();
+        let Some(block) = repr.block() else {
+            let held = repr.take();
+            let rcvr = this.rcvr.get_mut().take().expect("AnySender: completes once");
+            return match held {
                 // A ready value completes at once, as the `just` it was would have.
-                let Some(Repr::Ready(value)) = ready.take() else { panic!("AnySender: started once") };
-                let rcvr = this.rcvr.get_mut().take().expect("AnySender: completes once");
-                return rcvr.set_value(value.take());
-            }
+                Held::Ready(value) => rcvr.set_value(value.take()),
+                Held::Lazy(lazy) => start_lazy(lazy, rcvr),
+                Held::Block(_) | Held::Taken => panic!("AnySender: started once"),
+            };
         };
         let rcvr = AnyReceiver { rcvr: std::ptr::from_ref(this).cast(), vtable: Self::VTABLE };
         // SAFETY: the block holds the unstarted sender; it stays in place until dropped
         // with this operation, after the completion.
         unsafe { (block.as_ref().start)(block, rcvr) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SenderExt;
+    use crate::factories::just;
+
+    fn kind<V>(s: &AnySender<'_, V>) -> *const () {
+        s.repr.kind
+    }
+
+    /// What an `AnySender` keeps: a ready value, a plain call for `then` of a `just` whose
+    /// state fits a word and needs no drop, and a block for everything else.
+    #[test]
+    fn then_of_a_just_is_kept_as_a_plain_call_only_when_its_state_fits_and_needs_no_drop() {
+        assert_eq!(kind(&just(7u64).boxed()), READY);
+        let one_word = 5u32;
+        let lazy = just(2u32).then(move |x| x + one_word).boxed();
+        assert!(![BLOCK, READY, TAKEN].contains(&kind(&lazy)), "a plain call, no block");
+        assert_eq!(crate::sync_wait(lazy).unwrap(), Some(7));
+        let (a, b) = (1u64, 2u64);
+        assert_eq!(kind(&just(()).then(move |()| a + b).boxed()), BLOCK, "two words of state");
+        let owned = String::from("drop me");
+        assert_eq!(kind(&just(()).then(move |()| owned.len()).boxed()), BLOCK, "a state with a drop");
+        assert_eq!(kind(&just(()).then(|()| 1).then(|x| x + 1).boxed()), BLOCK, "`then` of a `then`");
+        assert_eq!(size_of::<AnySender<'_, u64>>(), 2 * size_of::<usize>(), "two words, in registers");
     }
 }

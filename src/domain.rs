@@ -51,6 +51,11 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
         sndr: Then<S, F>,
         env: Option<&E>,
     ) -> Self::Then<S, F>;
+    /// Whether `transform_then` is the default (`then` as it is): then an
+    /// [`AnySender`](crate::AnySender) may run `then` of a ready value as a plain call, in
+    /// place of a heap block. `false` unless the domain says otherwise;
+    /// [`default_transforms!`](crate::default_transforms)`(then)` says `true`.
+    const THEN_IS_DEFAULT: bool = false;
 
     /// The sender `transform_bulk` produces.
     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
@@ -128,6 +133,7 @@ macro_rules! default_transforms {
     ($($algo:ident),* $(,)?) => { $( $crate::default_transforms!(@one $algo); )* };
     (@one then) => {
         type Then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>> = $crate::adaptors::ThenImpl<S, F>;
+        const THEN_IS_DEFAULT: bool = true;
         fn transform_then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>, E: $crate::Env>(
             self,
             sndr: $crate::adaptors::Then<S, F>,

@@ -58,7 +58,40 @@ pub trait Sender: Sized {
     fn into_ready_value(self) -> Result<Self::Value, Self> {
         Err(self)
     }
+
+    /// The value this sender holds, if it does nothing but complete with it at once (as
+    /// [`just`](crate::just) does); otherwise the sender itself (the default). Sealed: only
+    /// the crate's [`Just`](crate::factories::Just) says `Ok`, so the value is one that the
+    /// sender held, and is `Send` when the sender is.
+    #[doc(hidden)]
+    fn into_held_value(self, _: Seal) -> Result<Self::Value, Self> {
+        Err(self)
+    }
+
+    /// The computation, if this sender does nothing but complete at once with a value
+    /// that a function makes from a state of at most one word, without its receiver's
+    /// environment or stop token, when connected to a receiver whose environment is `En`
+    /// (as `just(x).then(f)` does where the domain leaves `then` as it is); otherwise the
+    /// sender itself (the default). Sealed: only the crate's `Then` says `Ok`.
+    ///
+    /// [`AnySender`](crate::AnySender) asks, to keep such a leaf without a heap block.
+    #[doc(hidden)]
+    fn into_ready_fn<'a, En: crate::env::Env>(self, _: Seal) -> Result<crate::any::ReadyFn<'a, Self::Value>, Self>
+    where
+        Self: 'a,
+    {
+        Err(self)
+    }
 }
+
+/// The sealed hooks' token: a type outside the crate cannot name, so that only the
+/// crate's own senders answer [`Sender::into_held_value`] and [`Sender::into_ready_fn`].
+pub(crate) mod seal {
+    /// The token; only the crate makes one.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Seal(pub(crate) ());
+}
+use seal::Seal;
 
 /// A sender that can be connected to receivers of type `R`.
 ///
@@ -233,11 +266,12 @@ macro_rules! sender {
 pub(crate) use sender;
 
 /// Declares (with [`sender!`]) an adaptor whose predecessor is its `sndr` field and whose
-/// domain and completion scheduler are the predecessor's.
+/// domain and completion scheduler are the predecessor's; a second brace holds more
+/// items of `Sender` (its provided methods).
 ///
 /// `adaptor_sender!([generics] Type where [bounds] { value = V, error = E, stopped = expr });`
 macro_rules! adaptor_sender {
-    ([$($g:tt)*] $ty:ty where [$($w:tt)*] { value = $v:ty, error = $e:ty, stopped = $st:expr $(,)? }) => {
+    ([$($g:tt)*] $ty:ty where [$($w:tt)*] { value = $v:ty, error = $e:ty, stopped = $st:expr $(,)? } $({ $($more:tt)* })?) => {
         $crate::sender::sender!(impl [$($g)*] $ty where [$($w)*] {
             type Value = $v;
             type Error = $e;
@@ -247,6 +281,7 @@ macro_rules! adaptor_sender {
             fn completion_scheduler(&self) -> Self::CompletionScheduler {
                 self.sndr.completion_scheduler()
             }
+            $($($more)*)?
         });
     };
 }

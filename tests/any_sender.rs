@@ -211,6 +211,43 @@ fn a_ready_value_is_delivered_and_dropped_once_on_every_path() {
     assert_eq!(sync_wait(just_error::<u8, &str>("no").boxed()).unwrap_err(), "no");
 }
 
+/// `just(x).then(f).boxed()` whose value and captures fit a word and need no drop is
+/// kept as a plain call instead of a block: `f` still runs only when the operation
+/// starts, once, on the thread that starts it; never when it is dropped unstarted; its
+/// value, and a panic in it, are delivered, on the pool as inline.
+#[test]
+fn then_of_a_ready_value_runs_once_when_started_on_the_starting_thread() {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let calls = &CALLS;
+    let leaf = move || {
+        just(()).then(move |()| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            thread_name()
+        })
+    };
+    drop(leaf().boxed());
+    drop(leaf().boxed().connect(Sink));
+    assert_eq!(CALLS.load(Ordering::SeqCst), 0, "never run unless started");
+    let pool = common::pool(2);
+    let name = sync_wait(starts_on(pool.scheduler(), leaf().boxed())).unwrap().unwrap();
+    assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+    assert!(name.is_some_and(|n| n.contains("worker")), "ran on the pool's worker that started it");
+    assert_eq!(sync_wait(just(20u32).then(|x| x + 1).boxed()).unwrap(), Some(21));
+    // As the leaves of a recursion: in a run-time `when_all` on the pool.
+    let leaves = when_all_iter((0..64u64).map(|i| just(i).then(|i| i * 2).boxed()));
+    let got = sync_wait(starts_on(pool.scheduler(), leaves)).unwrap().unwrap();
+    assert_eq!(got, (0..64).map(|i| i * 2).collect::<Vec<u64>>());
+    // A panic is delivered, and the worker survives it.
+    let panics = just(1u8).then(|_| -> u8 { panic!("leaf panicked") }).boxed();
+    assert_eq!(panic_message(|| sync_wait(starts_on(pool.scheduler(), panics))), "leaf panicked");
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), just(3u8).then(|x| x + 1).boxed())).unwrap(), Some(4));
+    // A stop request before the start does not stop it, as it does not stop `then` of a
+    // `just` unerased.
+    let source = InplaceStopSource::new();
+    source.request_stop();
+    assert_eq!(sync_wait(with_stop(&source, just(2u8).then(|x| x * 5).boxed())).unwrap(), Some(10));
+}
+
 #[test]
 fn a_panic_in_the_erased_senders_connect_is_delivered() {
     let msg = panic_message(|| sync_wait(PanicsInConnect.boxed()));

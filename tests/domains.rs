@@ -159,3 +159,38 @@ fn sync_wait_of_starts_on_goes_through_the_schedulers_domain() {
     let r: Result<Option<StartsOnDomain>, _> = sync_wait(starts_on(ctx.scheduler(), read_env(GetDomain)));
     assert_eq!(r, Ok(Some(StartsOnDomain)));
 }
+
+/// An [`AnySender`] keeps `then` of a `just` as a plain call (no block) only where the
+/// erased environment's domain leaves `then` as it is: a domain that customizes `then`
+/// still sees it, late, at connect.
+#[test]
+fn a_domain_that_customizes_then_sees_it_through_an_erased_then_of_just() {
+    use senders::adaptors::{Then, ThenFn, ThenImpl};
+    use senders::schedulers::SingleThreadScheduler;
+    use std::convert::Infallible;
+
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    struct ThenDomain;
+    static LATE_THENS: AtomicUsize = AtomicUsize::new(0);
+    impl Domain for ThenDomain {
+        default_transforms!(bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all);
+        type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
+        fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
+            self,
+            sndr: Then<S, F>,
+            env: Option<&E>,
+        ) -> ThenImpl<S, F> {
+            if env.is_some() {
+                LATE_THENS.fetch_add(1, Ordering::SeqCst);
+            }
+            sndr.lower()
+        }
+    }
+
+    let ctx = SingleThreadContext::<ThenDomain>::with_domain("then");
+    let erased: AnySender<'static, u32, Infallible, SingleThreadScheduler<ThenDomain>> =
+        AnySender::new(just(2u32).then(|x| x + 1));
+    assert_eq!(LATE_THENS.load(Ordering::SeqCst), 0, "nothing is transformed when erased");
+    assert_eq!(sync_wait(starts_on(ctx.scheduler(), erased)).unwrap(), Some(3));
+    assert_eq!(LATE_THENS.load(Ordering::SeqCst), 1, "the domain's `then` ran at connect");
+}

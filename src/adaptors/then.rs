@@ -4,9 +4,12 @@ use std::convert::Infallible;
 
 use sync_wrapper::SyncWrapper;
 
+use crate::any::{ReadyCall, ReadyFn};
 use crate::domain::{Domain, LateDomain, MaybeDomain};
+use crate::env::Env;
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
+use crate::sender::seal::Seal;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 
 /// A function `then` can apply to a value of type `V`. Implemented for every
@@ -56,7 +59,40 @@ impl<S, F> Then<S, F> {
 
 adaptor_sender!([S: Sender, F: ThenFn<S::Value>] Then<S, F> where [] {
     value = F::Output, error = S::Error, stopped = S::SENDS_STOPPED
+} {
+    /// `then` of a value its predecessor holds, where the domain found at `connect` leaves
+    /// `then` as it is, is the plain call of `f`, when the value and `f` fit a word and
+    /// need no drop.
+    fn into_ready_fn<'a, En: Env>(self, seal: Seal) -> Result<ReadyFn<'a, F::Output>, Self>
+    where
+        Self: 'a,
+    {
+        if !<LateDomain<S, En> as Domain>::THEN_IS_DEFAULT || !ReadyFn::<F::Output>::fits::<ThenCall<S::Value, F>>() {
+            return Err(self);
+        }
+        match self.sndr.into_held_value(seal) {
+            Ok(value) => match ReadyFn::new(ThenCall { value, f: self.f }) {
+                Ok(ready) => Ok(ready),
+                Err(_) => unreachable!("the state fits: checked above"),
+            },
+            Err(sndr) => Err(Then { sndr, f: self.f }),
+        }
+    }
 });
+
+/// The state of `then` of a held value as a [`ReadyFn`]: the value and the function.
+struct ThenCall<V, F> {
+    value: V,
+    f: F,
+}
+
+impl<V, F: ThenFn<V>> ReadyCall for ThenCall<V, F> {
+    type Output = F::Output;
+    #[inline]
+    fn call(self) -> F::Output {
+        self.f.call(self.value)
+    }
+}
 
 impl<S, F, R> SenderTo<R> for Then<S, F>
 where

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use crate::domain::NoDomain;
 use crate::receiver::Receiver;
 use crate::scheduler::NoScheduler;
+use crate::sender::seal::Seal;
 use crate::sender::{OperationState, SenderTo, sender};
 
 /// The sender of [`just`].
@@ -64,6 +65,9 @@ sender!(impl [V] Just<V> {
         NoScheduler
     }
     fn into_ready_value(self) -> Result<V, Self> {
+        Ok(self.0)
+    }
+    fn into_held_value(self, _: Seal) -> Result<V, Self> {
         Ok(self.0)
     }
 });

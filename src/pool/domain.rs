@@ -31,6 +31,7 @@ pub struct PoolDomain;
 
 impl Domain for PoolDomain {
     type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
+    const THEN_IS_DEFAULT: bool = true;
     fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(self, sndr: Then<S, F>, _: Option<&E>) -> ThenImpl<S, F> {
         sndr.lower()
     }
