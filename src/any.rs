@@ -695,6 +695,14 @@ where
         // with this operation, after the completion.
         unsafe { (block.as_ref().start)(block, rcvr) }
     }
+
+    /// A ready value does: it is handed to the receiver. (A `ReadyFn` runs user code.)
+    #[inline]
+    unsafe fn completes_at_once(&self) -> bool {
+        // SAFETY: not started (the caller's contract), so nothing else reads or writes
+        // the repr.
+        unsafe { (*self.repr.get()).kind == READY }
+    }
 }
 
 #[cfg(test)]

@@ -142,6 +142,20 @@ pub trait OperationState {
     /// [`sync_wait`](crate::sync_wait), which keeps its operation on its stack and does
     /// not return before the completion.
     unsafe fn start(self: Pin<&mut Self>);
+
+    /// Whether starting this operation completes it at once, on the starting thread,
+    /// without running user code or doing other work (the operation of a ready
+    /// [`AnySender`](crate::AnySender) does). A `when_all` on the pool starts such children
+    /// where it runs instead of handing them to other workers. The default says `false`;
+    /// a wrong `true` costs only parallelism.
+    ///
+    /// # Safety
+    ///
+    /// The operation has not been started.
+    #[inline]
+    unsafe fn completes_at_once(&self) -> bool {
+        false
+    }
 }
 
 /// The job that starts the operation state at `op`, in place.

@@ -16,8 +16,8 @@ mod whole_pool {
     use loom::thread;
 
     use senders::{
-        CountingScope, PoolScheduler, SenderExt, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
-        when_all,
+        AnySender, CountingScope, PoolScheduler, SenderExt, StaticThreadPool, just, schedule, spawn, starts_on,
+        sync_wait, when_all,
     };
 
     /// What the jobs of a model did: ran their body, or completed stopped.
@@ -262,6 +262,37 @@ mod whole_pool {
             let pool = StaticThreadPool::new(2).unwrap();
             let three = when_all((1..=3u32).map(|i| just(i).then(move |x: u32| x * 10).boxed()).collect::<Vec<_>>());
             assert_eq!(sync_wait(starts_on(pool.scheduler(), three)).unwrap(), Some(vec![10, 20, 30]));
+            drop(pool);
+        });
+    }
+
+    /// (N) Children that are ready values start where the `when_all` runs, inside the
+    /// window, instead of being pushed: of three, child 0 hops (its `schedule()` goes on
+    /// the deque), child 1 is ready and child 2 is pushed, so the ready arrival is noted
+    /// in the window while the other two arrive from either worker. Every value arrives
+    /// once, in its place.
+    #[test]
+    fn a_ready_child_starts_in_the_window_beside_a_forked_and_a_hopping_one() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let sch = pool.scheduler();
+            let three: Vec<AnySender<'static, u32>> =
+                vec![schedule(&sch).then(|()| 1u32).boxed(), just(2u32).boxed(), just(3u32).then(|x: u32| x).boxed()];
+            assert_eq!(sync_wait(starts_on(sch.clone(), when_all(three))).unwrap(), Some(vec![1, 2, 3]));
+            drop(pool);
+        });
+    }
+
+    /// (O) A pair whose first child hops and whose second is a ready value: nothing is
+    /// pushed, so nothing is taken back, and the hop's arrival (from either worker) and
+    /// the ready one (noted in the window) complete it once.
+    #[test]
+    fn a_pair_whose_second_child_is_ready_and_first_hops() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let sch = pool.scheduler();
+            let both = when_all((schedule(&sch).then(|()| 1u32), just(10u32).boxed()));
+            assert_eq!(sync_wait(starts_on(sch.clone(), both)).unwrap(), Some((1, 10)));
             drop(pool);
         });
     }

@@ -226,3 +226,39 @@ fn a_panic_while_collecting_the_senders_drops_those_already_made() {
     drop(when_all_iter((0..10).map(|_| just(Counted::new(&live)))));
     assert_eq!(live.load(Ordering::SeqCst), 0);
 }
+
+/// On the pool, children that are ready values are started where the `when_all` runs,
+/// the others handed out: every mix of the two, in every position, up to ten children
+/// (past the one-by-one handout), in tuples too, collects every value in order; an
+/// error among ready children still wins, and a child that does work still runs on any
+/// worker.
+#[test]
+fn ready_children_mixed_with_working_ones_collect_in_order_on_the_pool() {
+    for workers in [1, 2, 3] {
+        let pool = common::pool(workers);
+        let sch = pool.scheduler();
+        for n in 1..=10usize {
+            for mask in 0..(1u32 << n) {
+                let children: Vec<AnySender<'static, usize>> =
+                    (0..n)
+                        .map(|i| {
+                            if mask & (1 << i) != 0 {
+                                just(i).boxed()
+                            } else {
+                                schedule(&sch).then(move |()| i).boxed()
+                            }
+                        })
+                        .collect();
+                let got = sync_wait(starts_on(sch.clone(), when_all(children))).unwrap().unwrap();
+                assert_eq!(got, (0..n).collect::<Vec<_>>(), "{workers} workers, {n} children, ready {mask:#b}");
+            }
+        }
+        let pair = when_all((just(1u8).boxed(), schedule(&sch).then(|()| 2u8).boxed()));
+        assert_eq!(sync_wait(starts_on(sch.clone(), pair)).unwrap(), Some((1, 2)));
+        let pair = when_all((schedule(&sch).then(|()| 1u8).boxed(), just(2u8).boxed()));
+        assert_eq!(sync_wait(starts_on(sch.clone(), pair)).unwrap(), Some((1, 2)));
+        let failing: Vec<AnySender<'static, u8, &str>> =
+            vec![just(1u8).with_error().boxed(), just_error::<u8, &str>("no").boxed(), just(3u8).with_error().boxed()];
+        assert_eq!(sync_wait(starts_on(sch.clone(), when_all(failing))), Err("no"));
+    }
+}

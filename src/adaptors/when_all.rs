@@ -143,6 +143,18 @@ pub trait ConnectTuple<R>: SenderTuple {
     #[doc(hidden)]
     unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob;
 
+    /// Whether child `i` completes at once when started
+    /// ([`OperationState::completes_at_once`]); the default says `false`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`start_child`](Self::start_child): child `i` was not started.
+    #[inline]
+    unsafe fn completes_at_once(ops: *const Self::Ops, i: usize) -> bool {
+        let _ = (ops, i);
+        false
+    }
+
     /// Starts every child, in order.
     ///
     /// # Safety
@@ -169,6 +181,11 @@ impl<Op: OperationState> OperationState for ChildOp<Op> {
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: structural pinning of the one field; `start`'s contract is forwarded.
         unsafe { self.map_unchecked_mut(|c| &mut c.0).start() }
+    }
+    #[inline]
+    unsafe fn completes_at_once(&self) -> bool {
+        // SAFETY: forwarded: not started.
+        unsafe { self.0.completes_at_once() }
     }
 }
 
@@ -653,6 +670,17 @@ macro_rules! tuple_impls {
                     }
                 }
             }
+            #[inline]
+            unsafe fn completes_at_once(ops: *const Self::Ops, i: usize) -> bool {
+                // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
+                unsafe {
+                    match i {
+                        $i0 => (*ops).$i0.completes_at_once(),
+                        $($i => (*ops).$i.completes_at_once(),)*
+                        _ => unreachable!("when_all: no child {i}"),
+                    }
+                }
+            }
         }
     };
     (@empty $S:ident) => { ValueCell::empty() };
@@ -807,6 +835,11 @@ macro_rules! list_impls {
                 // SAFETY: forwarded from the caller: the job starts child `i`, pinned in
                 // place, once.
                 unsafe { ForkJob(start_job(&raw const (*BlockSlice::at(ops, i)).op)) }
+            }
+            #[inline]
+            unsafe fn completes_at_once(ops: *const Self::Ops, i: usize) -> bool {
+                // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
+                unsafe { (*BlockSlice::at(ops, i)).op.completes_at_once() }
             }
         }
     };

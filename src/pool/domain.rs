@@ -151,17 +151,30 @@ impl StartPolicy for ForkOnPool {
                 if n == 0 {
                     return WhenAllShared::settle(shared, Self::HOLD);
                 }
-                // Hand out `1..n`, the last push being child 1 alone.
+                // Hand out `1..n`, the last push being child 1 alone. A child handed out
+                // alone that completes at once (a ready value) is not handed out: it is
+                // started here with the first, in the window (`here` has its bit).
                 let mut hi = n;
                 let mut last: *const () = std::ptr::null();
+                let mut here = 0usize;
                 while hi > 1 {
                     let mid = split_point(0, hi);
-                    last = push_children::<C, R>(worker, ops, mid, hi);
+                    if mid == hi - 1 && C::completes_at_once(ops, mid) {
+                        here |= 1 << mid;
+                    } else {
+                        last = push_children::<C, R>(worker, ops, mid, hi);
+                    }
                     hi = mid;
                 }
-                let early = WhenAllShared::start_first_deferring(shared, || C::start_child(ops, 0));
+                let early = WhenAllShared::start_first_deferring(shared, || {
+                    while here != 0 {
+                        C::start_child(ops, here.trailing_zeros() as usize);
+                        here &= here - 1;
+                    }
+                    C::start_child(ops, 0)
+                });
                 let held = early + Self::HOLD;
-                if early == 1 && n == 2 && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+                if early == 1 && n == 2 && !last.is_null() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
                     // Our own job is the only one it can be: the operation is alive, so
                     // no other job can have its second child's address.
                     if let Some(job) = worker.take_back(last) {

@@ -375,3 +375,39 @@ fn spawns_from_a_worker_are_held_latent_while_its_deque_holds_a_job() {
         assert_eq!(seen, expected, "latent {latent}");
     }
 }
+
+/// A `when_all` started on a worker starts the children that complete at once (ready
+/// `AnySender`s) where it runs, in the window, instead of pushing a job for each: when
+/// its first child runs, the worker's deque holds only the other children that do work.
+#[test]
+fn ready_children_of_a_when_all_are_started_in_place_not_pushed() {
+    use crate::adaptors::continues_on::starts_on;
+    use crate::adaptors::when_all::when_all;
+    use crate::any::AnySender;
+    use crate::ext::SenderExt;
+    use crate::factories::just::just;
+    let pool = StaticThreadPool::new(1).unwrap();
+    let registry = registry_of(&pool);
+    let seen = Arc::new(AtomicUsize::new(usize::MAX));
+    // Children 0, 3 and 6 do work (they record what the deque holds); the rest are ready.
+    let children: Vec<AnySender<'static, usize>> = (0..8usize)
+        .map(|i| {
+            if i % 3 == 0 {
+                let (r, seen) = (registry.clone(), seen.clone());
+                just(i)
+                    .then(move |i| {
+                        if i == 0 {
+                            seen.store(deque_len(&r), Ordering::SeqCst);
+                        }
+                        i
+                    })
+                    .boxed()
+            } else {
+                just(i).boxed()
+            }
+        })
+        .collect();
+    let values = sync_wait(starts_on(pool.scheduler(), when_all(children))).unwrap().unwrap();
+    assert_eq!(values, (0..8).collect::<Vec<_>>());
+    assert_eq!(seen.load(Ordering::SeqCst), 2, "only children 3 and 6 were pushed");
+}
