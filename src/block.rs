@@ -938,8 +938,9 @@ impl<T> Drop for BlockSlice<T> {
         // operation is dropped only after it completed, or unstarted); the block is
         // freed once.
         unsafe {
+            // Freed also when a value's drop panics (the others are still dropped).
+            let _free = FreeArrayOnExit { ptr: self.ptr, len: self.len };
             std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len).drop_in_place();
-            free_array(self.ptr, self.len);
         }
     }
 }
@@ -1120,5 +1121,30 @@ mod block_vec_tests {
         assert_eq!(empty.into_iter().next(), None);
         let zsts: BlockVec<()> = std::iter::repeat_n((), 1000).collect();
         assert_eq!(zsts.into_iter().count(), 1000);
+    }
+
+    /// A value whose drop panics: the others are dropped, and the block goes back to the
+    /// recycler (the next block of its class is the same one), not lost.
+    #[test]
+    fn a_block_slice_whose_value_panics_in_drop_drops_the_rest_and_frees_its_block() {
+        struct Bomb {
+            _counted: Rc<()>,
+            panics: bool,
+        }
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                if self.panics {
+                    panic!("drop panicked");
+                }
+            }
+        }
+        let marker = Rc::new(());
+        let slice = BlockSlice::new(5, |i| Bomb { _counted: marker.clone(), panics: i == 1 });
+        let block = slice.as_slice().as_ptr();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(slice)));
+        assert!(unwound.is_err());
+        assert_eq!(Rc::strong_count(&marker), 1, "every value was dropped");
+        let next = BlockSlice::new(5, |_| Bomb { _counted: marker.clone(), panics: false });
+        assert_eq!(next.as_slice().as_ptr(), block, "the block was freed to the recycler");
     }
 }
