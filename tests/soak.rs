@@ -113,9 +113,11 @@ fn settle() {
         let threads: Vec<_> = (0..SETTLE_THREADS)
             .map(|_| {
                 s.spawn(|| {
-                    // One recycled block (an erased sender), freed on this thread; not
-                    // a bare `just`, which `AnySender` keeps without a block.
-                    assert_eq!(sync_wait(just(1).then(|x: i32| x).boxed()).unwrap(), Some(1));
+                    // One recycled block (an erased sender), freed on this thread.
+                    // `AnySender` keeps a bare `just`, and a `then` of a `just` whose
+                    // state fits a word and needs no drop, without a block; a `Vec`
+                    // needs a drop, so this one takes a block.
+                    assert_eq!(sync_wait(just(vec![1]).then(|v: Vec<i32>| v.len()).boxed()).unwrap(), Some(1));
                     barrier.wait();
                     // Park once with every settle thread alive: parking_lot sizes its
                     // global table for the most threads that have parked at once, and
