@@ -703,16 +703,6 @@ where
         // the repr.
         unsafe { (*self.repr.get()).kind == READY }
     }
-
-    /// A plain call (`ReadyFn`) does: `start` runs it and completes the receiver, on the
-    /// starting thread, before it returns (`start_lazy`).
-    #[inline]
-    unsafe fn runs_at_once(&self, _: Seal) -> bool {
-        // SAFETY: not started (the caller's contract), so nothing else reads or writes
-        // the repr.
-        let kind = unsafe { (*self.repr.get()).kind };
-        kind != BLOCK && kind != READY && kind != TAKEN
-    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -156,23 +156,6 @@ pub trait OperationState {
     unsafe fn completes_at_once(&self) -> bool {
         false
     }
-
-    /// Whether starting this operation runs user code and completes it on the starting
-    /// thread before `start` returns, handing nothing to another thread (the operation of
-    /// an [`AnySender`](crate::AnySender) kept as a plain call does). A `when_all` on the
-    /// pool starts runs of such children together, splitting them as rayon's adaptive
-    /// splitter does, rather than handing each out alone. Sealed: only the crate's
-    /// operations answer it, and one that says `true` completes as described, so a
-    /// `when_all` may rely on the child's arrival being on the starting thread.
-    ///
-    /// # Safety
-    ///
-    /// The operation has not been started.
-    #[doc(hidden)]
-    #[inline]
-    unsafe fn runs_at_once(&self, _: Seal) -> bool {
-        false
-    }
 }
 
 /// The job that starts the operation state at `op`, in place.

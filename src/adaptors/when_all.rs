@@ -36,7 +36,6 @@ use crate::job::JobRef;
 use crate::outcome::Failure;
 use crate::panic::{Panic, catch};
 use crate::receiver::Receiver;
-use crate::sender::seal::Seal;
 use crate::sender::{OperationState, Sender, SenderTo, sender, start_job};
 use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken, hold_live_count};
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -156,20 +155,6 @@ pub trait ConnectTuple<R>: SenderTuple {
         false
     }
 
-    /// Whether child `i` runs at once when started, completing on the starting thread
-    /// before its start returns ([`OperationState::runs_at_once`]); the default says
-    /// `false`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`start_child`](Self::start_child): child `i` was not started.
-    #[doc(hidden)]
-    #[inline]
-    unsafe fn runs_at_once(ops: *const Self::Ops, i: usize) -> bool {
-        let _ = (ops, i);
-        false
-    }
-
     /// Starts every child, in order.
     ///
     /// # Safety
@@ -201,11 +186,6 @@ impl<Op: OperationState> OperationState for ChildOp<Op> {
     unsafe fn completes_at_once(&self) -> bool {
         // SAFETY: forwarded: not started.
         unsafe { self.0.completes_at_once() }
-    }
-    #[inline]
-    unsafe fn runs_at_once(&self, seal: Seal) -> bool {
-        // SAFETY: forwarded: not started.
-        unsafe { self.0.runs_at_once(seal) }
     }
 }
 
@@ -701,17 +681,6 @@ macro_rules! tuple_impls {
                     }
                 }
             }
-            #[inline]
-            unsafe fn runs_at_once(ops: *const Self::Ops, i: usize) -> bool {
-                // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
-                unsafe {
-                    match i {
-                        $i0 => (*ops).$i0.runs_at_once(Seal(())),
-                        $($i => (*ops).$i.runs_at_once(Seal(())),)*
-                        _ => unreachable!("when_all: no child {i}"),
-                    }
-                }
-            }
         }
     };
     (@empty $S:ident) => { ValueCell::empty() };
@@ -871,11 +840,6 @@ macro_rules! list_impls {
             unsafe fn completes_at_once(ops: *const Self::Ops, i: usize) -> bool {
                 // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
                 unsafe { (*BlockSlice::at(ops, i)).op.completes_at_once() }
-            }
-            #[inline]
-            unsafe fn runs_at_once(ops: *const Self::Ops, i: usize) -> bool {
-                // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
-                unsafe { (*BlockSlice::at(ops, i)).op.runs_at_once(Seal(())) }
             }
         }
     };

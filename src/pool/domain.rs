@@ -151,16 +151,6 @@ impl StartPolicy for ForkOnPool {
                 if n == 0 {
                     return WhenAllShared::settle(shared, Self::HOLD);
                 }
-                // Children `1..n` that are all plain calls: split by budget (`CallRange`).
-                if n > 2 && n <= ONE_BY_ONE && (1..n).all(|i| C::runs_at_once(ops, i)) {
-                    let hi = hand_out_calls::<C, R>(worker, shared, ops, (0, n), worker.registry().num_threads());
-                    let early = WhenAllShared::start_first_deferring(shared, || {
-                        for i in 0..hi {
-                            C::start_child(ops, i);
-                        }
-                    });
-                    return WhenAllShared::settle(shared, early + Self::HOLD);
-                }
                 // Hand out `1..n`, the last push being child 1 alone. A child handed out
                 // alone that completes at once (a ready value) is not handed out: it is
                 // started here with the first, in the window (`here` has its bit).
@@ -202,104 +192,6 @@ impl StartPolicy for ForkOnPool {
                 WhenAllShared::settle(shared, Self::HOLD);
             },
         })
-    }
-}
-
-/// Hands out the right halves of the children `0..hi` while `budget` lasts, halving it
-/// at each (rayon's adaptive splitter), and returns where the part left to the caller
-/// ends: the caller starts `0..` that (or `lo..` that, for a [`CallRange`]'s `lo`).
-///
-/// For children that all run at once ([`ConnectTuple::runs_at_once`]): a run of them
-/// costs one job, not one each, while a thief that takes a range splits it again.
-///
-/// # Safety
-///
-/// As for [`push_children`], for the children up to `hi`, which all run at once;
-/// `shared` is their `when_all`'s.
-#[inline]
-unsafe fn hand_out_calls<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>>(
-    worker: &WorkerThread,
-    shared: *const WhenAllShared<C, R>,
-    ops: *mut C::Ops,
-    lo_hi: (usize, usize),
-    mut budget: usize,
-) -> usize {
-    let (lo, mut hi) = lo_hi;
-    while hi - lo > 1 && budget > 0 {
-        budget /= 2;
-        let mid = lo + (hi - lo) / 2;
-        let job = if hi - mid == 1 {
-            // SAFETY: forwarded: child `mid` is started once, by this job.
-            unsafe { C::child_job(ops, mid) }.0
-        } else {
-            let range = CallRange::<C, R> { shared, ops, lo: mid, hi, budget, home: worker.index() };
-            let range = crate::block::new(range);
-            // SAFETY: the range's children keep the operation alive until they start,
-            // which this job does, once each; `CallRange::run` frees the block.
-            unsafe { JobRef::new(range.as_ptr(), CallRange::<C, R>::run) }
-        };
-        worker.fork(job);
-        hi = mid;
-    }
-    hi
-}
-
-/// Children `lo..hi` of a `when_all` on the pool that all run at once, handed out as
-/// one job with the split budget it was handed out with.
-struct CallRange<C: ConnectTuple<R>, R> {
-    shared: *const WhenAllShared<C, R>,
-    ops: *mut C::Ops,
-    lo: usize,
-    hi: usize,
-    budget: usize,
-    /// The index of the worker that handed it out: a thief renews the budget.
-    home: usize,
-}
-
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error>> CallRange<C, R> {
-    /// Hands out halves while the budget lasts (renewed to at least the worker count when
-    /// a thief runs it, as rayon's splitter does), and starts the rest here, in order,
-    /// in a window of its own: their arrivals, all on this thread before each start
-    /// returns, are noted and released in one read-modify-write.
-    ///
-    /// # Safety
-    ///
-    /// `data` is a `CallRange<C, R>` from `block::new`, whose children are unstarted and
-    /// all run at once; called once.
-    unsafe fn run(data: *const (), (): ()) {
-        let block = data.cast_mut().cast::<Self>();
-        // SAFETY: the caller's contract; the range is plain data, read out before its block
-        // is freed, once.
-        let CallRange { shared, ops, lo, hi, budget, home } = unsafe {
-            let range = block.read();
-            crate::block::free(NonNull::new_unchecked(block));
-            range
-        };
-        let hi = WorkerThread::with_current(|worker| match worker {
-            // SAFETY: the unstarted children keep the operation alive; each is handed out
-            // once, and the rest are started below.
-            Some(worker) => unsafe {
-                let budget =
-                    if worker.index() == home { budget } else { worker.registry().num_threads().max(budget / 2) };
-                hand_out_calls::<C, R>(worker, shared, ops, (lo, hi), budget)
-            },
-            // Off the pool (a job drained after the workers exited): all of them here.
-            None => hi,
-        });
-        // SAFETY: `lo..hi` are unstarted, started once each here. Each completes on this
-        // thread before its start returns (they run at once), inside the window, so its
-        // arrival is noted and its count kept: the operation stays alive through the
-        // window, and `early` (at least one) counts are ours to release.
-        unsafe {
-            let early = WhenAllShared::start_first_deferring(shared, || {
-                for i in lo..hi {
-                    C::start_child(ops, i);
-                }
-            });
-            if early > 0 {
-                WhenAllShared::settle(shared, early);
-            }
-        }
     }
 }
 
