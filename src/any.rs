@@ -247,6 +247,11 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 /// and returned in registers.
 type Room = MaybeUninit<usize>;
 
+/// Whether a `T` fits the [`Room`], in size and alignment.
+const fn fits_room<T>() -> bool {
+    size_of::<T>() <= size_of::<Room>() && align_of::<T>() <= align_of::<Room>()
+}
+
 /// A `V` kept in one word: built only where `V` fits it ([`Ready::FITS`]).
 struct Ready<V> {
     room: Room,
@@ -255,7 +260,7 @@ struct Ready<V> {
 
 impl<V> Ready<V> {
     /// Whether a `V` fits the room, in size and alignment.
-    const FITS: bool = size_of::<V>() <= size_of::<Room>() && align_of::<V>() <= align_of::<Room>();
+    const FITS: bool = fits_room::<V>();
 
     fn new(value: V) -> Self {
         assert!(Self::FITS, "AnySender: a ready value that does not fit");
@@ -298,7 +303,7 @@ pub struct ReadyFn<'a, V> {
 impl<'a, V> ReadyFn<'a, V> {
     /// Whether a state of type `C` may be kept: it fits the word and needs no drop.
     pub(crate) const fn fits<C>() -> bool {
-        size_of::<C>() <= size_of::<Room>() && align_of::<C>() <= align_of::<Room>() && !std::mem::needs_drop::<C>()
+        fits_room::<C>() && !std::mem::needs_drop::<C>()
     }
 
     /// Keeps `state`, made into the value when called; `Err(state)` if it does not

@@ -32,7 +32,7 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
 
-use crate::block::BlockSlice;
+use crate::block::{BlockSlice, BlockVec};
 use crate::domain::MaybeDomain;
 use crate::env::Env;
 use crate::outcome::{Outcome, outcome_completions};
@@ -334,40 +334,49 @@ tuple_impls!(S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9);
 tuple_impls!(S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9, S10 10);
 tuple_impls!(S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9, S10 10, S11 11);
 
-/// A number of children known at run time; none completes stopped at once.
-impl<S: Sender> WhenAnyChildren for Vec<S> {
-    type Value = S::Value;
-    type Error = S::Error;
-    type Domain = S::Domain;
-    fn len(&self) -> usize {
-        Vec::len(self)
-    }
-}
-
-impl<R, S> ConnectWhenAny<R> for Vec<S>
-where
-    R: Receiver<S::Value, S::Error>,
-    S: Sender + SenderTo<WhenAnyReceiver<<S as Sender>::Value, <S as Sender>::Error, R>>,
-{
-    type Ops = BlockSlice<S::Operation>;
-    unsafe fn connect_all(self, race: *const Race<S::Value, S::Error, R>) -> Self::Ops {
-        let len = self.len();
-        let mut children = self.into_iter();
-        BlockSlice::new(len, |_| {
-            children.next().expect("when_any: as many children as counted").connect(WhenAnyReceiver { race })
-        })
-    }
-    unsafe fn start_all(ops: *mut Self::Ops) {
-        // SAFETY: the caller's count keeps `ops` alive throughout; each child is pinned
-        // in the block and started once, through its own pointer.
-        unsafe {
-            let len = (*ops).as_slice().len();
-            for i in 0..len {
-                Pin::new_unchecked(&mut *BlockSlice::at(ops, i)).start();
+/// A number of children known at run time: a `Vec`, or the
+/// [`BlockVec`](crate::adaptors::BlockVec) that [`when_any_iter`] collects into (a
+/// recycled block rather than a heap allocation); none completes stopped at once.
+macro_rules! list_impls {
+    ($List:ident) => {
+        impl<S: Sender> WhenAnyChildren for $List<S> {
+            type Value = S::Value;
+            type Error = S::Error;
+            type Domain = S::Domain;
+            fn len(&self) -> usize {
+                $List::len(self)
             }
         }
-    }
+
+        impl<R, S> ConnectWhenAny<R> for $List<S>
+        where
+            R: Receiver<S::Value, S::Error>,
+            S: Sender + SenderTo<WhenAnyReceiver<<S as Sender>::Value, <S as Sender>::Error, R>>,
+        {
+            type Ops = BlockSlice<S::Operation>;
+            unsafe fn connect_all(self, race: *const Race<S::Value, S::Error, R>) -> Self::Ops {
+                let len = self.len();
+                let mut children = self.into_iter();
+                BlockSlice::new(len, |_| {
+                    children.next().expect("when_any: as many children as counted").connect(WhenAnyReceiver { race })
+                })
+            }
+            unsafe fn start_all(ops: *mut Self::Ops) {
+                // SAFETY: the caller's count keeps `ops` alive throughout; each child is
+                // pinned in the block and started once, through its own pointer.
+                unsafe {
+                    let len = (*ops).as_slice().len();
+                    for i in 0..len {
+                        Pin::new_unchecked(&mut *BlockSlice::at(ops, i)).start();
+                    }
+                }
+            }
+        }
+    };
 }
+
+list_impls!(Vec);
+list_impls!(BlockVec);
 
 /// The sender of [`when_any`] and [`when_any_iter`].
 #[must_use = "senders do nothing unless connected and started"]
@@ -490,7 +499,9 @@ pub fn when_any<C: WhenAnyChildren>(children: C) -> WhenAny<C> {
 
 /// [`when_any`] over an iterator of senders of one type (typically
 /// [`AnySender`](crate::AnySender)s), whose number is known only at run time. With no
-/// sender it completes stopped at once.
+/// sender it completes stopped at once. The senders are collected into a
+/// [`BlockVec`](crate::adaptors::BlockVec), a recycled block, as
+/// [`when_all_iter`](crate::when_all_iter) collects them.
 ///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait, when_any_iter};
@@ -501,10 +512,10 @@ pub fn when_any<C: WhenAnyChildren>(children: C) -> WhenAny<C> {
 /// let none = when_any_iter(Vec::<senders::AnySender<u32>>::new());
 /// assert_eq!(sync_wait(none).unwrap(), None);
 /// ```
-pub fn when_any_iter<I>(senders: I) -> WhenAny<Vec<I::Item>>
+pub fn when_any_iter<I>(senders: I) -> WhenAny<BlockVec<I::Item>>
 where
     I: IntoIterator,
     I::Item: Sender,
 {
-    when_any(senders.into_iter().collect::<Vec<_>>())
+    when_any(senders.into_iter().collect::<BlockVec<_>>())
 }
