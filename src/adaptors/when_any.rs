@@ -45,8 +45,9 @@ use crate::sync::{self, AtomicBool, AtomicUsize, Ordering};
 use super::when_all::{DomainFold, nest};
 
 /// The children `when_any` can race: tuples of one to twelve senders with one value type,
-/// one error type and one domain (a child with no known domain fits any), and a `Vec` of
-/// senders of one type, whose length is known only at run time.
+/// one error type and one domain (a child with no known domain fits any), and a `Vec` or
+/// [`BlockVec`](crate::adaptors::BlockVec) of senders of one type, whose length is known
+/// only at run time.
 pub trait WhenAnyChildren: Sized {
     /// The shared value type.
     type Value;
