@@ -306,16 +306,14 @@ impl<'a, V> ReadyFn<'a, V> {
         fits_room::<C>() && !std::mem::needs_drop::<C>()
     }
 
-    /// Keeps `state`, made into the value when called; `Err(state)` if it does not
-    /// [fit](Self::fits).
-    pub(crate) fn new<C: ReadyCall<Output = V> + 'a>(state: C) -> Result<Self, C> {
-        if !Self::fits::<C>() {
-            return Err(state);
-        }
+    /// Keeps `state`, made into the value when called. The caller checks first that it
+    /// [fits](Self::fits) (before taking the state out of its sender).
+    pub(crate) fn new<C: ReadyCall<Output = V> + 'a>(state: C) -> Self {
+        assert!(Self::fits::<C>(), "AnySender: a plain call whose state does not fit");
         let mut room = Room::uninit();
-        // SAFETY: the room has the size and alignment for a `C` (checked).
+        // SAFETY: the room has the size and alignment for a `C` (asserted).
         unsafe { room.as_mut_ptr().cast::<C>().write(state) };
-        Ok(ReadyFn { lazy: Lazy { call: call_ready::<C>, room }, _borrow: PhantomData })
+        ReadyFn { lazy: Lazy { call: call_ready::<C>, room }, _borrow: PhantomData }
     }
 }
 

@@ -71,10 +71,7 @@ adaptor_sender!([S: Sender, F: ThenFn<S::Value>] Then<S, F> where [] {
             return Err(self);
         }
         match self.sndr.into_held_value(seal) {
-            Ok(value) => match ReadyFn::new(ThenCall { value, f: self.f }) {
-                Ok(ready) => Ok(ready),
-                Err(_) => unreachable!("the state fits: checked above"),
-            },
+            Ok(value) => Ok(ReadyFn::new(ThenCall { value, f: self.f })),
             Err(sndr) => Err(Then { sndr, f: self.f }),
         }
     }
