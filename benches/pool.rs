@@ -17,7 +17,7 @@
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
 //! | `tree1023` | chili's bench: 100 trees of 1023 nodes through `when_all`, awaited one after another by a `Task` on a worker | the same with `rayon::join` in one `install` | plain recursion |
 //!
-//! `tree8`, `tree`, `fib` and `tree1023` also run ours on a second pool with latent forks
+//! `tree8`, `tree`, `fib`, `tree1023`, `schedule/chain` and `schedule/fanout` also run ours on a second pool with latent forks
 //! (`senders_latent`, `PoolBuilder::latent_forks(true)`), so that one run compares the two.
 //!
 //! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
@@ -559,7 +559,10 @@ fn rayon_chain(left: usize, done: mpsc::SyncSender<()>) {
 fn schedule(c: &mut Criterion) {
     let (pool, rpool) = pools();
     let sch = pool.scheduler();
+    let latent = latent_pool();
+    let latent_sch = latent.scheduler();
     assert_eq!(sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: 3 })), Ok(Some(())));
+    assert_eq!(sync_wait(starts_on(latent_sch.clone(), Chain { sch: latent_sch.clone(), n: 3 })), Ok(Some(())));
     assert_eq!(sync_wait(starts_on(sch.clone(), FanOut { sch: sch.clone(), n: 3 })), Ok(Some(())));
 
     let mut g = Group::new(c, "schedule", 20);
@@ -569,12 +572,18 @@ fn schedule(c: &mut Criterion) {
 
     g.group.throughput(Throughput::Elements(SCHED_N as u64));
     g.bench("chain/senders", || sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: SCHED_N })));
+    g.bench("chain/senders_latent", || {
+        sync_wait(starts_on(latent_sch.clone(), Chain { sch: latent_sch.clone(), n: SCHED_N }))
+    });
     g.bench("chain/rayon", || {
         let (tx, rx) = mpsc::sync_channel(1);
         rpool.spawn(move || rayon_chain(SCHED_N, tx));
         rx.recv().expect("chain finished")
     });
     g.bench("fanout/senders", || sync_wait(starts_on(sch.clone(), FanOut { sch: sch.clone(), n: SCHED_N })));
+    g.bench("fanout/senders_latent", || {
+        sync_wait(starts_on(latent_sch.clone(), FanOut { sch: latent_sch.clone(), n: SCHED_N }))
+    });
     g.bench("fanout/rayon", || {
         rpool.install(|| {
             rayon::scope(|s| {

@@ -8,7 +8,7 @@
 //! | `flat_spawn` | [`FLAT_N`] empty spawns from the main thread, then `join` | `in_place_scope` + `s.spawn`; `tokio::spawn` + awaiting the handles | ≥ 3× rayon's throughput |
 //! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
 //! | `let_scope_vec` | a tree laid out in a `Vec<Node>` through `let_async_scope`, the closures capturing `&[Node]` and an index | the same in a `CountingScope` over a leaked `'static` slice | ≤ 1.05× `CountingScope`'s time |
-//! | `spawn_floor/no_work`, `spawn_floor/work_300ns` | the `tree_spawn` tree (`senders`; `senders_latent`: a pool with `latent_forks`, no work only) | its floor (`floor_count`: `rayon::join` with a heap block and a counted association per child; `floor_storage`: no count); `rayon::join`; plain recursion | ≤ 1.5× `rayon::join`'s time; ≥ 1.85× faster than sequential |
+//! | `spawn_floor/no_work`, `spawn_floor/work_300ns` | the `tree_spawn` tree (`senders`; `senders_latent`: a pool with `latent_forks`) | its floor (`floor_count`: `rayon::join` with a heap block and a counted association per child; `floor_storage`: no count); `rayon::join`; plain recursion | ≤ 1.5× `rayon::join`'s time; ≥ 1.85× faster than sequential |
 //! | `let_scope/no_work`, `let_scope/work_300ns` | the tree through `let_async_scope` + `spawn` (borrowing the scheduler and the counters, not `'static`) | the `CountingScope` tree above; `rayon::join` recursion | no slower than `CountingScope` (≤ 1.05× its time, a speedup ≥ 0.95) |
 //!
 //! ```text
@@ -720,14 +720,17 @@ fn spawn_floor(c: &mut Criterion) {
 
     let mut g = Group::new(c, "spawn_floor/work_300ns");
     g.bench("senders", || ours_tree(sch, CounterKind::Sharded, iters, None));
+    g.bench("senders_latent", || ours_tree(latent, CounterKind::Sharded, iters, None));
     g.bench("floor_count", || floor_tree::<true>(&rpool, iters, None));
     g.bench("rayon_join", || rayon_join_tree(&rpool, iters, None));
     g.bench("sequential", || seq_node(black_box(TREE_DEPTH), iters, None));
     g.finish(&[
         Pair { ours: "floor_count", base: "sequential", target: Some(1.85) },
         Pair { ours: "senders", base: "sequential", target: Some(1.85) },
+        Pair { ours: "senders_latent", base: "sequential", target: Some(1.85) },
         Pair { ours: "rayon_join", base: "sequential", target: None },
         Pair { ours: "senders", base: "floor_count", target: None },
+        Pair { ours: "senders_latent", base: "senders", target: None },
     ]);
 }
 
