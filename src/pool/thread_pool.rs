@@ -111,9 +111,12 @@ impl PoolBuilder {
     ///
     /// With latent forks, a first child that blocks its worker in code of its own (a
     /// lock, a channel) until a nested sibling has run waits until a fork or join of
-    /// that worker publishes the sibling; nothing else does. The same holds for a job
-    /// that spawns work and then blocks in its own code until that work has run.
-    /// (Blocking in `sync_wait` is safe: it publishes first.)
+    /// that worker publishes the sibling; nothing else does, so if the blocked child
+    /// makes none, it waits forever (with the default, an idle worker steals the
+    /// sibling). The same holds for a job that spawns work and then blocks in its own
+    /// code until that work has run. (Blocking in `sync_wait` is safe: it publishes
+    /// first.) This hazard, for a gain measured only on spawn-heavy trees, is why the
+    /// option is off by default.
     ///
     /// ```
     /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait, when_all};
