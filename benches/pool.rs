@@ -17,8 +17,9 @@
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
 //! | `tree1023` | chili's bench: 100 trees of 1023 nodes through `when_all`, awaited one after another by a `Task` on a worker | the same with `rayon::join` in one `install` | plain recursion |
 //!
-//! `tree8`, `tree`, `fib`, `tree1023`, `schedule/chain` and `schedule/fanout` also run ours on a second pool with latent forks
-//! (`senders_latent`, `PoolBuilder::latent_forks(true)`), so that one run compares the two.
+//! `tree8`, `tree`, `fib`, `tree1023`, `schedule/chain` and `schedule/fanout` also run
+//! ours on a second pool with latent forks (`senders_latent`,
+//! `PoolBuilder::latent_forks(true)`), so that one run compares the two.
 //!
 //! The erased floor (`floor_erased`, see `common/floor.rs`) is the `rayon::join`
 //! recursion with every call erased, as our recursion erases every node: a block per
@@ -564,6 +565,7 @@ fn schedule(c: &mut Criterion) {
     assert_eq!(sync_wait(starts_on(sch.clone(), Chain { sch: sch.clone(), n: 3 })), Ok(Some(())));
     assert_eq!(sync_wait(starts_on(latent_sch.clone(), Chain { sch: latent_sch.clone(), n: 3 })), Ok(Some(())));
     assert_eq!(sync_wait(starts_on(sch.clone(), FanOut { sch: sch.clone(), n: 3 })), Ok(Some(())));
+    assert_eq!(sync_wait(starts_on(latent_sch.clone(), FanOut { sch: latent_sch.clone(), n: 3 })), Ok(Some(())));
 
     let mut g = Group::new(c, "schedule", 20);
     g.group.throughput(Throughput::Elements(1));
