@@ -24,6 +24,14 @@ impl<V, E> Outcome<V, E> {
         }
     }
 
+    /// The panic it holds; anything else it holds is dropped here, in this call.
+    pub(crate) fn into_panic(self) -> Option<Panic> {
+        match self {
+            Outcome::Panic(p) => Some(p),
+            Outcome::Value(_) | Outcome::Error(_) | Outcome::Stopped => None,
+        }
+    }
+
     /// `Ok(Some(v))`, `Err(e)`, or `Ok(None)` for stopped; a panic resumes here.
     pub(crate) fn resume(self) -> Result<Option<V>, E> {
         match self {

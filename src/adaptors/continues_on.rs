@@ -190,14 +190,23 @@ impl<V, E, R: Receiver<V, E>> Receiver<(), Infallible> for ContinuesOnHopReceive
     fn set_stopped(self) {
         let core = self.core();
         let rcvr = core.take_rcvr();
-        // SAFETY: as in `set_value`. A pending panic is not lost to a stop.
-        match unsafe { (*core.outcome.get()).take() } {
-            Some(Outcome::Panic(p)) => rcvr.set_panic(p),
-            _ => rcvr.set_stopped(),
+        // SAFETY: as in `set_value`.
+        let outcome = unsafe { (*core.outcome.get()).take() };
+        // DROP ORDER: `into_panic` consumes the stored outcome, so a value or error
+        // the stop discards is dropped here, before the completion releases the waiter.
+        // A pending panic is not lost to a stop.
+        match outcome.and_then(Outcome::into_panic) {
+            Some(p) => rcvr.set_panic(p),
+            None => rcvr.set_stopped(),
         }
     }
     fn set_panic(self, panic: Panic) {
-        self.core().take_rcvr().set_panic(panic)
+        let core = self.core();
+        let rcvr = core.take_rcvr();
+        // SAFETY: as in `set_value`. DROP ORDER: the stored outcome, which this panic
+        // replaces, is dropped before the completion.
+        drop(unsafe { (*core.outcome.get()).take() });
+        rcvr.set_panic(panic)
     }
 }
 

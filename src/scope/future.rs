@@ -75,18 +75,23 @@ impl<T> FutureCell<T> {
         FutureCell { state: AtomicUsize::new(0), result: UnsafeCell::new(None), waiter: UnsafeCell::new(None) }
     }
 
-    /// The work side, once: stores the result, and returns the waiter to notify if the
-    /// consumer waits.
-    pub(crate) fn complete(&self, value: T) -> Option<Waiter> {
+    /// The work side, once: stores the result. `Ok` with the waiter to notify if the
+    /// consumer waits; `Err` with the result back if the consumer has gone (abandoned
+    /// or stopped): the work side drops it, so that it dies before the work ends.
+    pub(crate) fn complete(&self, value: T) -> Result<Option<Waiter>, T> {
         // SAFETY: until `DONE` is published only the work side touches the result.
         self.result.with_mut(|r| unsafe { *r = Some(value) });
         let old = self.state.fetch_or(DONE, Ordering::AcqRel);
-        if old & (WAITING | ABANDONED) == WAITING {
+        if old & ABANDONED != 0 {
+            // SAFETY: the consumer gave up before `DONE` (acquired above), so it never
+            // takes the result: the work side takes it back.
+            Err(self.result.with_mut(|r| unsafe { (*r).take() }).expect("future result"))
+        } else if old & WAITING != 0 {
             // SAFETY: written before `WAITING` was published (acquired above); the
             // consumer does not touch it again (it can no longer take it back).
-            self.waiter.with_mut(|w| unsafe { (*w).take() })
+            Ok(self.waiter.with_mut(|w| unsafe { (*w).take() }))
         } else {
-            None
+            Ok(None)
         }
     }
 
@@ -119,14 +124,20 @@ impl<T> FutureCell<T> {
         true
     }
 
-    /// The consumer, instead of waiting: it is dropped. The work's result, when it
-    /// comes, is dropped with the block.
-    pub(crate) fn abandon(&self) {
-        self.state.fetch_or(ABANDONED, Ordering::AcqRel);
+    /// The consumer, instead of waiting: it is dropped. Returns the work's result if
+    /// it is already there (the consumer drops it); otherwise the work side drops it
+    /// when it comes ([`complete`](Self::complete)).
+    pub(crate) fn abandon(&self) -> Option<T> {
+        if self.state.fetch_or(ABANDONED, Ordering::AcqRel) & DONE == 0 {
+            return None;
+        }
+        // SAFETY: `DONE` was acquired: the work side no longer touches the result, and
+        // the consumer has not taken it (it is abandoning instead).
+        self.result.with_mut(|r| unsafe { (*r).take() })
     }
 
     /// The consumer, after `wait` returned `false`: gives up waiting (a stop request).
-    /// `true` if it won (the work's result will be dropped with the block); `false` if
+    /// `true` if it won (the work side drops its result when it comes); `false` if
     /// the work completed first and its notification is coming.
     pub(crate) fn cancel(&self) -> bool {
         self.state.compare_exchange(WAITING, WAITING | ABANDONED, Ordering::AcqRel, Ordering::Acquire).is_ok()
@@ -180,7 +191,7 @@ impl<V, E> Header<V, E> {
         // request, until the release.
         unsafe {
             (*this).stop.request_stop();
-            (*this).cell.abandon();
+            drop((*this).cell.abandon());
             Self::release(this);
         }
     }
@@ -291,7 +302,8 @@ unsafe fn free_block<V, E, A, Op>(header: *const Header<V, E>) {
 }
 
 /// Ends the work side: destroys the operation, deregisters the scope's stop callback,
-/// dissociates, then publishes `outcome`.
+/// publishes `outcome` (or drops it, if the consumer has gone), dissociates, and then
+/// notifies a waiting consumer.
 ///
 /// # Safety
 ///
@@ -306,13 +318,24 @@ unsafe fn finish_work<V, E, A>(head: *mut Head<V, E, A>, outcome: Outcome<V, E>)
         (*head).scope_stop = None;
         ManuallyDrop::take(&mut (*head).assoc)
     };
-    // Dissociate before publishing: the consumer's continuation is not scope work and may
-    // run long (or even join this very scope).
-    drop(assoc);
     // SAFETY: the work's reference keeps the header alive until the release below.
     let header = unsafe { &raw const (*head).header };
+    // DROP ORDER: a result nobody will consume may borrow what the scope protects (a
+    // `let_async_scope`'s data, its caller's stack), so it is dropped before the
+    // dissociation lets the scope's join complete. A result the consumer takes is
+    // published first, and the consumer's notification comes after the dissociation:
+    // its continuation is not scope work and may run long (or even join this very
+    // scope).
     // SAFETY: as above.
-    if let Some(waiter) = unsafe { (*header).cell.complete(outcome) } {
+    let waiter = match unsafe { (*header).cell.complete(outcome) } {
+        Ok(waiter) => waiter,
+        Err(orphan) => {
+            drop(orphan);
+            None
+        }
+    };
+    drop(assoc);
+    if let Some(waiter) = waiter {
         waiter.notify();
     }
     // SAFETY: the work's reference, given up once.
@@ -668,11 +691,18 @@ mod loom_tests {
         Arc::new(Model { cell: FutureCell::new(), delivered: Count::new(0) })
     }
 
-    fn work(m: &Arc<Model>) -> thread::JoinHandle<()> {
+    /// The work side; its thread returns `true` if the result came back to it (the
+    /// consumer had gone), to be dropped there.
+    fn work(m: &Arc<Model>) -> thread::JoinHandle<bool> {
         let m = m.clone();
-        thread::spawn(move || {
-            if let Some(w) = m.cell.complete(7) {
-                w.notify();
+        thread::spawn(move || match m.cell.complete(7) {
+            Ok(waiter) => {
+                waiter.map(Waiter::notify);
+                false
+            }
+            Err(orphan) => {
+                assert_eq!(orphan, 7);
+                true
             }
         })
     }
@@ -714,9 +744,14 @@ mod loom_tests {
         loom::model(|| {
             let m = model();
             let w = work(&m);
-            m.cell.abandon();
-            w.join().unwrap();
+            let consumer_drops = m.cell.abandon().is_some();
+            let work_drops = w.join().unwrap();
             assert_eq!(m.delivered.load(Ordering::Acquire), 0);
+            // Exactly one side holds the orphaned result and drops it; nothing is left
+            // in the cell to be dropped with the block.
+            assert!(consumer_drops != work_drops, "the orphaned result has no single owner");
+            // SAFETY: both sides are done with the cell.
+            assert!(m.cell.result.with_mut(|r| unsafe { (*r).is_none() }));
         });
     }
 
@@ -733,10 +768,11 @@ mod loom_tests {
                 // The receiver's stop request arrives while waiting.
                 stopped = m.cell.cancel();
             }
-            w.join().unwrap();
+            let work_drops = w.join().unwrap();
             // Either the future completed stopped or it got the result; never both, never
-            // neither.
+            // neither. A stopped future's result comes back to the work side.
             assert_eq!(m.delivered.load(Ordering::Acquire) + usize::from(stopped), 1);
+            assert_eq!(stopped, work_drops);
         });
     }
 

@@ -10,6 +10,8 @@
 //! - [`panic_message`]: runs a closure that must panic and returns the message.
 //! - [`Meeting`]: a two-party barrier with a timeout.
 //! - [`DropCounter`]: counts its drops.
+//! - [`Live`] and [`Tracked`]: values that borrow a count from the waiter's frame and
+//!   take a moment to die, so that a drop after the completion shows.
 //! - [`serial`]: a lock for the tests of one binary that must not run beside each other.
 //! - [`pool`]: a pool of `n` workers, or of `SENDERS_TEST_WORKERS` when that is set (to
 //!   run the suite with many workers on few cores: `SENDERS_TEST_WORKERS=64 cargo test`),
@@ -546,5 +548,73 @@ pub struct DropCounter(pub Arc<AtomicUsize>);
 impl Drop for DropCounter {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A count of the [`Tracked`] values alive that borrow it. It lives in the waiter's
+/// frame: a drop that comes after the completion released the waiter shows as a count
+/// above zero when the waiter looks, and as a write into freed memory under memcheck
+/// when the waiter frees the count right away (`Box<Live>`).
+#[derive(Debug, Default)]
+pub struct Live {
+    alive: AtomicUsize,
+    created: AtomicUsize,
+}
+
+impl Live {
+    /// A count with nothing alive.
+    pub fn new() -> Self {
+        Live::default()
+    }
+
+    /// `value`, tracked: counted alive until its drop has finished.
+    pub fn track<T>(&self, value: T) -> Tracked<'_, T> {
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        self.created.fetch_add(1, Ordering::SeqCst);
+        Tracked { value, live: self, delay: DROP_DELAY }
+    }
+
+    /// `value`, tracked, with a drop that takes `delay`.
+    pub fn track_slow<T>(&self, value: T, delay: Duration) -> Tracked<'_, T> {
+        let mut tracked = self.track(value);
+        tracked.delay = delay;
+        tracked
+    }
+
+    /// How many tracked values are alive.
+    pub fn alive(&self) -> usize {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// How many tracked values were made.
+    pub fn created(&self) -> usize {
+        self.created.load(Ordering::SeqCst)
+    }
+
+    /// Panics, naming `when`, if a tracked value is still alive.
+    #[track_caller]
+    pub fn assert_none_alive(&self, when: &str) {
+        let alive = self.alive();
+        assert_eq!(alive, 0, "{alive} tracked value(s) of {} still alive {when}", self.created());
+    }
+}
+
+/// How long a [`Tracked`] value's drop takes by default: long against the time a
+/// released waiter needs to wake up and look.
+pub const DROP_DELAY: Duration = Duration::from_millis(20);
+
+/// A value that borrows a [`Live`] count from the waiter's frame. Its drop waits a
+/// moment, then counts itself dead through the borrow.
+#[derive(Debug)]
+pub struct Tracked<'a, T> {
+    pub value: T,
+    live: &'a Live,
+    delay: Duration,
+}
+
+impl<T> Drop for Tracked<'_, T> {
+    fn drop(&mut self) {
+        std::thread::sleep(self.delay);
+        self.live.alive.fetch_sub(1, Ordering::SeqCst);
     }
 }

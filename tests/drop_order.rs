@@ -1,0 +1,124 @@
+//! A completion is the last thing an operation does: every value, error and capture the
+//! operation owns is dropped before the call that releases whoever waits. The values
+//! here borrow a count from the waiter's frame ([`Live`]) and take a moment to die, so a
+//! drop that comes after the completion leaves the count above zero when the waiter
+//! looks.
+
+mod common;
+
+use common::Live;
+use senders::*;
+use std::convert::Infallible;
+use std::sync::Barrier;
+use std::time::Duration;
+
+/// `continues_on`'s hop completing stopped drops the value it carried before the
+/// waiter is released (the value died on the worker after `sync_wait` returned).
+#[test]
+fn a_stopped_hop_drops_the_carried_value_before_completing() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = Live::new();
+        let source = InplaceStopSource::new();
+        source.request_stop();
+        let r = sync_wait(stop_when(just(live.track(5)).continues_on(pool.scheduler()), source.token()));
+        assert!(matches!(r, Ok(None)), "the hop under a stopped token completes stopped");
+        live.assert_none_alive("after sync_wait returned");
+    }
+}
+
+/// The same hop on a stopped token after a panic upstream: the panic is delivered, and
+/// nothing is left alive.
+#[test]
+fn a_hop_that_panics_upstream_drops_everything_before_completing() {
+    let pool = common::pool(2);
+    let live = Live::new();
+    let tracked = live.track(());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sync_wait(
+            just(tracked)
+                .then(|t| -> u32 {
+                    drop(t);
+                    panic!("upstream")
+                })
+                .continues_on(pool.scheduler()),
+        )
+    }));
+    assert!(r.is_err());
+    live.assert_none_alive("after the panic resumed");
+}
+
+/// A `spawn_future` whose future is dropped while the work runs: the work's result,
+/// which borrows the caller's frame, dies before `let_async_scope` completes.
+#[test]
+fn an_abandoned_spawn_future_drops_its_result_before_the_scope_completes() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    for _ in 0..4 {
+        let live = Live::new();
+        let running = Barrier::new(2);
+        let (live_ref, sch_ref, running_ref) = (&live, &sch, &running);
+        sync_wait(just(()).let_async_scope(|tk, ()| {
+            let fut = spawn_future(
+                schedule(sch_ref).then(move |()| {
+                    running_ref.wait();
+                    std::thread::sleep(Duration::from_millis(30));
+                    live_ref.track(7)
+                }),
+                tk,
+            );
+            running.wait();
+            drop(fut);
+        }))
+        .unwrap();
+        live.assert_none_alive("after let_async_scope completed");
+    }
+}
+
+/// The same when the future's consumer is stopped instead of dropped.
+#[test]
+fn a_stopped_spawn_future_drops_its_result_before_the_scope_completes() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    for _ in 0..4 {
+        let live = Live::new();
+        let source = InplaceStopSource::new();
+        let (live_ref, sch_ref, source_ref) = (&live, &sch, &source);
+        sync_wait(just(()).let_async_scope(|tk, ()| {
+            let fut = spawn_future(
+                schedule(sch_ref).then(move |()| {
+                    std::thread::sleep(Duration::from_millis(30));
+                    live_ref.track(7)
+                }),
+                tk,
+            );
+            spawn(stop_when(fut, source_ref.token()).then(|_| ()).with_error::<Infallible>(), tk);
+            spawn(
+                schedule(sch_ref).then(move |()| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    source_ref.request_stop();
+                }),
+                tk,
+            );
+        }))
+        .unwrap();
+        live.assert_none_alive("after let_async_scope completed");
+    }
+}
+
+/// A `spawn_future` whose result is ready before its future is dropped: the consumer
+/// drops the result, in the scope.
+#[test]
+fn a_future_dropped_after_its_work_completed_drops_the_result_in_the_scope() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    let live = Live::new();
+    let (live_ref, sch_ref) = (&live, &sch);
+    sync_wait(just(()).let_async_scope(|tk, ()| {
+        let fut = spawn_future(schedule(sch_ref).then(move |()| live_ref.track(7)), tk);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(fut);
+    }))
+    .unwrap();
+    live.assert_none_alive("after let_async_scope completed");
+}
