@@ -43,7 +43,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
 use crate::job::JobRef;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::scope::HopTo;
 use crate::scope::future::{Detached, FutureReceiver, Header, Waiter, connect_work};
@@ -104,7 +104,9 @@ impl<S: Sender> std::fmt::Debug for SenderFuture<S> {
 ///
 /// Dropping the future requests stop on the operation, which keeps its memory until it
 /// completes. The sender must be `'static` because a future may be leaked while its
-/// operation runs.
+/// operation runs. A panic of the operation's stop callbacks, run by that request,
+/// resumes in the drop; a panic in the drop of a result that comes after the future was
+/// dropped has nobody to go to, and is dropped once std's panic hook has reported it.
 ///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, schedule};
@@ -443,21 +445,23 @@ where
     ///
     /// The caller owns `POLLING`; called once.
     unsafe fn complete(this: *const Self, result: Option<Result<F::Output, Panic>>) {
-        // SAFETY: the caller's contract. The future is dropped before the receiver runs.
-        // `DEAD` keeps later wakes away from the operation. The stop callback may be the
-        // caller of this very poll (inline, without a scheduler): dropping one's own
-        // registration from inside it is allowed.
-        let (rcvr, hop_panic) = unsafe {
-            *(*this).fut.get() = None;
+        // SAFETY: the caller's contract. The future is dropped before the receiver runs
+        // (a panic in its drop is delivered unless an earlier one is). `DEAD` keeps
+        // later wakes away from the operation. The stop callback may be the caller of
+        // this very poll (inline, without a scheduler): dropping one's own registration
+        // from inside it is allowed.
+        let (rcvr, hop_panic, dropped) = unsafe {
+            let dropped = discard((*(*this).fut.get()).take());
             (*this).wake.as_ref().expect("from_future: started").state.store(DEAD, Ordering::Release);
             *(*this).stop_cb.get() = None;
-            ((*(*this).rcvr.get()).take().expect("from_future: completes once"), (*(*this).hop_panic.get()).take())
+            let rcvr = (*(*this).rcvr.get()).take().expect("from_future: completes once");
+            (rcvr, (*(*this).hop_panic.get()).take(), dropped)
         };
-        match (hop_panic, result) {
-            (Some(p), _) => rcvr.set_panic(p),
-            (None, Some(Ok(v))) => rcvr.set_value(v),
-            (None, Some(Err(p))) => rcvr.set_panic(p),
-            (None, None) => rcvr.set_stopped(),
+        // DROP ORDER: `settle` consumes what it does not deliver.
+        match settle(hop_panic, result, dropped) {
+            Some(Ok(v)) => rcvr.set_value(v),
+            Some(Err(p)) => rcvr.set_panic(p),
+            None => rcvr.set_stopped(),
         }
     }
 }
@@ -490,6 +494,22 @@ where
             // The first poll, scheduled like every other.
             Self::schedule(this.cast_const().cast());
         }
+    }
+}
+
+/// What a `from_future` operation delivers: the first panic of the hop, the future and
+/// the future's drop, else the future's output (`None`: stopped). Whatever it does not
+/// deliver is dropped here, before the caller completes.
+fn settle<T>(
+    hop: Option<Panic>,
+    result: Option<Result<T, Panic>>,
+    dropped: Result<(), Panic>,
+) -> Option<Result<T, Panic>> {
+    match (hop, result) {
+        (Some(p), _) => Some(Err(p)),
+        (None, Some(Err(p))) => Some(Err(p)),
+        (None, Some(Ok(v))) => Some(dropped.map(|()| v)),
+        (None, None) => dropped.err().map(Err),
     }
 }
 

@@ -6,11 +6,11 @@ use std::pin::Pin;
 
 use crate::env::Env;
 use crate::outcome::Outcome;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
 use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
 /// The sender of `stop_when(sndr, token)`.
 #[must_use = "senders do nothing unless connected and started"]
@@ -54,6 +54,11 @@ struct Forwarding {
     flight: AtomicUsize,
     /// Hands the stored completion on (`StopWhenState::complete_deferred`).
     complete: unsafe fn(*const Forwarding),
+    /// The first panic of the child's stop callbacks, run by a forwarder: the operation
+    /// completes with it. Written by the forwarder that sets `panicked`, before it
+    /// leaves; read by the completion, after every forwarder has left.
+    stop_panic: UnsafeCell<Option<Panic>>,
+    panicked: AtomicBool,
 }
 
 /// Set in `Forwarding::flight` once the child has completed.
@@ -105,15 +110,18 @@ impl Invoke for Forward {
         if !fwd.enter() {
             return;
         }
-        // A panic in a stop callback is resumed only after leaving.
-        let requested = catch(|| fwd.source.request_stop());
+        // A panic in the child's stop callbacks is kept for the completion.
+        if let Err(p) = fwd.source.request_stop_catching()
+            && !fwd.panicked.swap(true, Ordering::Relaxed)
+        {
+            // SAFETY: only the forwarder that set `panicked` writes the slot; the
+            // completion reads it after this forwarder has left (`flight`'s `AcqRel`).
+            unsafe { *fwd.stop_panic.get() = Some(p) };
+        }
         if fwd.leave() {
             // SAFETY: the child completed while this forwarder ran, and this is the last
             // forwarder out: the completion is this thread's to hand on, once.
             unsafe { (fwd.complete)(self.0) }
-        }
-        if let Err(p) = requested {
-            p.resume();
         }
     }
 }
@@ -176,11 +184,22 @@ impl<'a, V, E, R: Receiver<V, E>> StopWhenState<'a, V, E, R> {
         // SAFETY: the caller's contract. Dropping the links waits for a forwarder popped
         // on another thread, which sees `DONE` and leaves at once; the child dropped its
         // own callbacks on the merged source before completing.
-        let (rcvr, outcome) = unsafe {
+        let (rcvr, outcome, stop_panic) = unsafe {
             *self.links.get() = None;
-            ((*self.rcvr.get()).take(), (*self.outcome.get()).take())
+            ((*self.rcvr.get()).take(), (*self.outcome.get()).take(), (*self.fwd.stop_panic.get()).take())
         };
-        outcome.expect("stop_when: completion stored").deliver(rcvr.expect("stop_when: completes once"));
+        let outcome = outcome.expect("stop_when: completion stored");
+        // DROP ORDER: a stop callback's panic replaces the child's completion (unless
+        // that is a panic), which is dropped here, before the receiver is called.
+        let outcome = match (outcome, stop_panic) {
+            (Outcome::Panic(p), _) => Outcome::Panic(p),
+            (replaced, Some(p)) => {
+                let _ = discard(replaced);
+                Outcome::Panic(p)
+            }
+            (outcome, None) => outcome,
+        };
+        outcome.deliver(rcvr.expect("stop_when: completes once"));
     }
 }
 
@@ -281,6 +300,8 @@ where
                     source: InplaceStopSource::new(),
                     flight: AtomicUsize::new(0),
                     complete: StopWhenState::<'a, S::Value, S::Error, R>::complete_deferred,
+                    stop_panic: UnsafeCell::new(None),
+                    panicked: AtomicBool::new(false),
                 },
                 seen: Seen::Merged,
                 links: UnsafeCell::new(None),

@@ -263,7 +263,7 @@ unsafe impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> ForwardTarget for 
         hold_live_count(&self.count)
     }
     fn request_stop(&self) {
-        self.source.request_stop();
+        self.stop_children();
     }
     unsafe fn release(this: *const Self, (): ()) {
         // SAFETY: the caller's contract: the count taken by `hold`, released once.
@@ -317,7 +317,18 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
                 Err(actual) => cur = actual,
             }
         }
-        self.source.request_stop();
+        self.stop_children();
+    }
+
+    /// Requests stop on the children. A stop callback's panic fails the operation, as a
+    /// child's panic does (unless a failure came first; stop is requested already, so
+    /// `fail` does not come back here).
+    ///
+    /// The caller holds a count (a child's or a forwarder's hold), released after this.
+    fn stop_children(&self) {
+        if let Err(p) = self.source.request_stop_catching() {
+            self.fail(Some(Failure::Panic(p)));
+        }
     }
 
     /// Links the parent's stop token to the children's source, the first time a child

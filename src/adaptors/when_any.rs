@@ -108,7 +108,7 @@ unsafe impl<V, E, R: Receiver<V, E>> ForwardTarget for Race<V, E, R> {
         hold_live_count(&self.count)
     }
     fn request_stop(&self) {
-        self.source.request_stop();
+        self.stop_children();
     }
     unsafe fn release(this: *const Self, (): ()) {
         // SAFETY: the caller's contract: the count `hold` took, released once.
@@ -153,7 +153,7 @@ impl<V, E, R: Receiver<V, E>> Race<V, E, R> {
             s.winner.with_mut(|p| unsafe { *p = Some(outcome) });
             // The siblings' stop callbacks may complete them here; this child's count
             // keeps the operation alive meanwhile.
-            s.source.request_stop();
+            s.stop_children();
         } else {
             let panic = match outcome {
                 Outcome::Panic(p) => Some(p),
@@ -161,16 +161,33 @@ impl<V, E, R: Receiver<V, E>> Race<V, E, R> {
                 // operation.
                 other => discard(other).err(),
             };
-            if let Some(p) = panic
-                && !s.panicked.swap(true, Ordering::Relaxed)
-            {
-                // SAFETY: only the loser that set `panicked` writes `late_panic`, read as
-                // `winner` is.
-                s.late_panic.with_mut(|slot| unsafe { *slot = Some(p) });
+            if let Some(p) = panic {
+                s.keep_late_panic(p);
             }
         }
         // SAFETY: this child's count, released once.
         unsafe { Self::arrive(this) }
+    }
+
+    /// Requests stop on the children. A stop callback's panic is kept for the
+    /// completion, as a loser's panic is.
+    ///
+    /// The caller holds a count (a child's or a forwarder's hold).
+    fn stop_children(&self) {
+        if let Err(p) = self.source.request_stop_catching() {
+            self.keep_late_panic(p);
+        }
+    }
+
+    /// Keeps `p` for the completion, unless an earlier one was kept (then `p` is
+    /// dropped). The caller holds a count, released after this.
+    fn keep_late_panic(&self, p: Panic) {
+        if !self.panicked.swap(true, Ordering::Relaxed) {
+            // SAFETY: only the caller that set `panicked` writes `late_panic`; the
+            // completer reads it after the last arrival, which the caller's release
+            // orders after this write (`count`'s `AcqRel`).
+            self.late_panic.with_mut(|slot| unsafe { *slot = Some(p) });
+        }
     }
 
     /// Releases one count; the last completes the operation, which may be gone when this

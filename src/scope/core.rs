@@ -97,10 +97,14 @@ impl ScopeCore {
     /// Requests stop on the scope: its source, then every shard's. When this returns,
     /// every callback registered on any of them has run or is running (a callback
     /// registered meanwhile runs in its registration).
+    ///
+    /// A callback's panic is recorded for the join, as a panic of spawned work is: it
+    /// is recorded before the callback's owner may go on, so before the work that
+    /// registered it can end its association and let the join complete.
     pub(crate) fn request_stop(&self) {
-        self.stop.request_stop();
+        self.stop.request_stop_with(|p| self.record_panic(p));
         for shard in self.stop_shards.iter() {
-            shard.request_stop();
+            shard.request_stop_with(|p| self.record_panic(p));
         }
     }
 

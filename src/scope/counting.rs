@@ -238,6 +238,9 @@ scope_common!(CountingScope, CountingToken, true);
 
 impl CountingScope {
     /// Requests stop on every operation nested in the scope, now or later.
+    ///
+    /// A panic in a stop callback that this request runs is not resumed here: the
+    /// scope keeps it, as it keeps a panic of spawned work, and its join resumes it.
     pub fn request_stop(&self) {
         self.owner.core.request_stop();
     }

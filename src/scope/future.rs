@@ -32,7 +32,7 @@ use crate::domain::{Domain, EarlyDomain, NoDomain};
 use crate::env::{EmptyEnv, Env};
 use crate::job::JobRef;
 use crate::outcome::{Outcome, outcome_completions};
-use crate::panic::Panic;
+use crate::panic::{Panic, discard};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, Invoke, RawStopCallback, StopToken};
@@ -181,7 +181,9 @@ impl<V, E> Header<V, E> {
     }
 
     /// The consumer gives up: requests stop on the work, marks the cell abandoned and
-    /// gives up its reference.
+    /// gives up its reference. The consumer is dropped, so nobody waits: a panic of
+    /// the work's stop callbacks, or of the result's drop, resumes here, after the
+    /// reference is given up (and is dropped if this thread is already unwinding).
     ///
     /// # Safety
     ///
@@ -189,30 +191,42 @@ impl<V, E> Header<V, E> {
     pub(crate) unsafe fn abandon(this: *const Self) {
         // SAFETY: the consumer's reference keeps the block alive, through the stop
         // request, until the release.
-        unsafe {
-            (*this).stop.request_stop();
-            drop((*this).cell.abandon());
+        let panic = unsafe {
+            let stopped = (*this).stop.request_stop_catching();
+            let dropped = discard((*this).cell.abandon());
             Self::release(this);
+            stopped.err().or(dropped.err())
+        };
+        if let Some(p) = panic
+            && !std::thread::panicking()
+        {
+            p.resume();
         }
     }
 }
 
 /// A stop request on the work may complete the work, and then its consumer, inline,
 /// and their references go with them, while the request still walks the block's stop
-/// source: so it holds a reference of its own.
+/// source: so it holds a reference of its own. A panic of the work's stop callbacks
+/// goes to the scope, as a panic of the work would: the forwarder runs before the work
+/// side deregisters it, so the association is still there.
 // SAFETY: a reference keeps the block, and its stop source, alive until released.
-unsafe impl<V, E> ForwardTarget for Header<V, E> {
+unsafe impl<V, E, A: Association> ForwardTarget for Head<V, E, A> {
     type Hold = ();
     fn hold(&self) -> Option<()> {
-        self.refs.fetch_add(1, Ordering::Relaxed);
+        self.header.refs.fetch_add(1, Ordering::Relaxed);
         Some(())
     }
     fn request_stop(&self) {
-        self.stop.request_stop();
+        if let Err(p) = self.header.stop.request_stop_catching() {
+            // The work side drops this callback (waiting for it) before it takes the
+            // association out.
+            self.assoc.report_panic(p);
+        }
     }
     unsafe fn release(this: *const Self, (): ()) {
-        // SAFETY: forwarded.
-        unsafe { Self::release(this) }
+        // SAFETY: forwarded; the header heads the head.
+        unsafe { Header::release(&raw const (*this).header) }
     }
 }
 
@@ -282,7 +296,7 @@ where
     // the callback (`ForwardTarget` for `Header`), and the block's contents are `Send`.
     unsafe {
         let scope_token = std::mem::transmute::<StopToken<'_>, StopToken<'static>>((*head).assoc.forwarding_token());
-        let forward = ForwardStop::new(&raw const (*head).header);
+        let forward = ForwardStop::new(head.cast_const());
         let cb = (*head).scope_stop.insert(RawStopCallback::new(scope_token, forward));
         Pin::new_unchecked(cb).register();
     }
@@ -309,7 +323,7 @@ unsafe fn free_block<V, E, A, Op>(header: *const Header<V, E>) {
 ///
 /// `head` is a live block's head whose operation is done or was never started; called
 /// once.
-unsafe fn finish_work<V, E, A>(head: *mut Head<V, E, A>, outcome: Outcome<V, E>) {
+unsafe fn finish_work<V, E, A: Association>(head: *mut Head<V, E, A>, outcome: Outcome<V, E>) {
     // SAFETY: the operation does not touch itself after calling its receiver, so it may
     // be destroyed; then the scope's stop callback is deregistered and the association
     // taken out, in that order, each exactly once.
@@ -327,10 +341,13 @@ unsafe fn finish_work<V, E, A>(head: *mut Head<V, E, A>, outcome: Outcome<V, E>)
     // its continuation is not scope work and may run long (or even join this very
     // scope).
     // SAFETY: as above.
+    // A panic in the orphan's drop goes to the scope: nobody else waits for it.
     let waiter = match unsafe { (*header).cell.complete(outcome) } {
         Ok(waiter) => waiter,
         Err(orphan) => {
-            drop(orphan);
+            if let Err(p) = discard(orphan) {
+                assoc.report_panic(p);
+            }
             None
         }
     };
@@ -412,9 +429,10 @@ impl Association for Detached {
         &EmptyEnv
     }
     fn report_panic(&self, panic: Panic) {
-        // Unreachable: the work's receiver hands a panic to the future, not to the
-        // association. Were it reached, the panic goes on here, as it would unhandled.
-        panic.resume()
+        // The work's own panics go to the future. This one came after the future was
+        // dropped (the drop of a result nobody takes): nobody waits, and std's panic
+        // hook has already reported it where it was raised.
+        drop(panic);
     }
     fn report_error(&self, error: Self::Error) {
         match error {}
@@ -543,18 +561,23 @@ impl<V, E, R: Receiver<V, E> + Send> FutureOp<V, E, R> {
             // for this callback before touching the operation).
             return;
         }
-        // This side won: it completes the operation stopped. First it asks the work to
-        // stop, under the future's reference (the work may complete inline inside the
-        // request); then it gives the reference up. The callback drops its own
-        // registration, which is allowed from inside it.
+        // This side won: it completes the operation stopped (or with the panic of one
+        // of the work's stop callbacks). First it asks the work to stop, under the
+        // future's reference (the work may complete inline inside the request); then it
+        // gives the reference up. The callback drops its own registration, which is
+        // allowed from inside it.
         // SAFETY: as above; nothing touches the operation after its receiver is called.
         unsafe {
-            (*header).stop.request_stop();
+            let stopped = (*header).stop.request_stop_catching();
             let this = this.cast_mut();
             (*this).header = None;
             (*this).stop_cb = None;
             Header::release(header);
-            (*this).rcvr.take().expect("future receiver").set_stopped();
+            let rcvr = (*this).rcvr.take().expect("future receiver");
+            match stopped {
+                Ok(_) => rcvr.set_stopped(),
+                Err(p) => rcvr.set_panic(p),
+            }
         }
     }
 }
@@ -658,7 +681,7 @@ where
 /// # Safety
 ///
 /// `block` is an unstarted block from `connect_work` with this head type; called once.
-unsafe fn discard_work<V, E, A>(block: *const ()) {
+unsafe fn discard_work<V, E, A: Association>(block: *const ()) {
     // SAFETY: forwarded; the operation was never started.
     unsafe { finish_work(block.cast_mut().cast::<Head<V, E, A>>(), Outcome::Stopped) }
 }

@@ -16,6 +16,7 @@
 
 use super::callback::Invoke;
 use crate::job::JobRef;
+use crate::panic::catch;
 use crate::sync::{AtomicUsize, Ordering};
 
 /// An operation a [`ForwardStop`] forwards stop requests into.
@@ -32,7 +33,9 @@ pub(crate) unsafe trait ForwardTarget {
     fn hold(&self) -> Option<Self::Hold>;
 
     /// Requests stop on what the request is forwarded to (a stop source; for a scope,
-    /// its source and its shards').
+    /// its source and its shards'). A stop callback's panic is either kept by the
+    /// operation, which completes with it (an operation stopping its own children), or
+    /// unwinds out of this call to the requester, after the hold is released.
     fn request_stop(&self);
 
     /// Releases a hold; this may complete the operation and free `this`.
@@ -72,8 +75,13 @@ unsafe fn forward<T: ForwardTarget>(target: *const (), (): ()) {
     // after; nothing touches the target after its release.
     unsafe {
         if let Some(hold) = (*target).hold() {
-            (*target).request_stop();
+            // The hold is released on the unwinding path too: a panic (a stop callback's,
+            // from a target that hands it to its requester) resumes after the release.
+            let requested = catch(|| (*target).request_stop());
             T::release(target, hold);
+            if let Err(p) = requested {
+                p.resume();
+            }
         }
     }
 }

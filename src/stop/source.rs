@@ -1,11 +1,11 @@
 //! [`InplaceStopSource`], [`StopToken`], and the intrusive list the callbacks live in.
 
-use std::any::Any;
 use std::cell::Cell;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
+use crate::panic::Panic;
 use crate::sync::thread::{self, ThreadId};
 use crate::sync::{self, AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 
@@ -186,6 +186,30 @@ impl InplaceStopSource {
     /// callback panics, the remaining callbacks still run, and the first panic is
     /// resumed once they all have.
     pub fn request_stop(&self) -> bool {
+        match self.request_stop_catching() {
+            Ok(requested) => requested,
+            Err(p) => p.resume(),
+        }
+    }
+
+    /// [`request_stop`](Self::request_stop), returning the first callback's panic
+    /// instead of resuming it: for the crate's own requests, made where an unwind must
+    /// not pass (a completion, a stop callback), by an operation that then completes
+    /// with the panic.
+    pub(crate) fn request_stop_catching(&self) -> Result<bool, Panic> {
+        let mut first = None;
+        let requested = self.request_stop_with(|p| {
+            first.get_or_insert(p);
+        });
+        first.map_or(Ok(requested), Err)
+    }
+
+    /// [`request_stop`](Self::request_stop), handing each callback's panic to
+    /// `on_panic` as soon as that callback has returned, before its owner may go on (an
+    /// owner on another thread waits for its callback to finish): so that a panic can
+    /// be recorded where the owner's completion will find it. Returns whether this call
+    /// made the request.
+    pub(crate) fn request_stop_with(&self, mut on_panic: impl FnMut(Panic)) -> bool {
         if !self.try_lock_unless_stopped(true) {
             return false;
         }
@@ -194,7 +218,6 @@ impl InplaceStopSource {
         // SAFETY: we hold the lock, which guards `notifying`.
         self.notifying.with_mut(|t| unsafe { *t = Some(me) });
 
-        let mut panic: Option<Box<dyn Any + Send>> = None;
         loop {
             // SAFETY: we hold the lock, which guards `head`.
             let node = self.head.with(|h| unsafe { *h });
@@ -220,6 +243,11 @@ impl InplaceStopSource {
                 // callback out of it.
                 unsafe { ((*node).execute)(node) }
             }));
+            if let Err(payload) = result {
+                // A panic in `on_panic` would leave the owner waiting: it is the crate's
+                // own code, which records and does not unwind.
+                on_panic(Panic::new(payload));
+            }
             if !removed.get() {
                 // The owner has not dropped the node from inside the callback, so it is
                 // still alive: an owner on another thread is waiting for `completed`.
@@ -229,15 +257,9 @@ impl InplaceStopSource {
                 unsafe { (*node).completed.store(true, Ordering::Release) };
                 // The node may be freed from here on: touch it no more.
             }
-            if let Err(payload) = result {
-                panic.get_or_insert(payload);
-            }
             self.lock();
         }
         self.unlock(STOP_REQUESTED);
-        if let Some(payload) = panic {
-            resume_unwind(payload);
-        }
         true
     }
 

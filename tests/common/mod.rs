@@ -330,6 +330,7 @@ impl<V, E, R: Receiver<V, E>> Receiver<V, E> for StopEnvReceiver<'_, V, E, R> {
 /// The sender of [`cancel_on_stop`].
 pub struct CancelOnStop<'a, E> {
     registered: &'a AtomicBool,
+    panics: bool,
     _e: PhantomData<fn() -> E>,
 }
 
@@ -340,7 +341,13 @@ pub struct CancelOnStop<'a, E> {
 /// Only use it where stop is requested after `registered` is set (it never completes
 /// under a token that cannot stop).
 pub fn cancel_on_stop<E>(registered: &AtomicBool) -> CancelOnStop<'_, E> {
-    CancelOnStop { registered, _e: PhantomData }
+    CancelOnStop { registered, panics: false, _e: PhantomData }
+}
+
+/// [`cancel_on_stop`] whose stop callback, once it has completed the operation, panics
+/// with the message `"stop callback"`.
+pub fn cancel_on_stop_then_panic<E>(registered: &AtomicBool) -> CancelOnStop<'_, E> {
+    CancelOnStop { registered, panics: true, _e: PhantomData }
 }
 
 impl<E> Sender for CancelOnStop<'_, E> {
@@ -361,6 +368,7 @@ impl<'a, E, R: Receiver<(), E>> SenderTo<R> for CancelOnStop<'a, E> {
             rcvr: std::cell::UnsafeCell::new(Some(receiver)),
             callback: None,
             registered: self.registered,
+            panics: self.panics,
             _e: PhantomData,
             _pin: PhantomPinned,
         }
@@ -385,6 +393,7 @@ pub struct CancelOp<'a, E, R> {
     rcvr: std::cell::UnsafeCell<Option<R>>,
     callback: Option<StopCallback<'static, Box<dyn FnOnce() + Send>>>,
     registered: &'a AtomicBool,
+    panics: bool,
     _e: PhantomData<fn() -> E>,
     _pin: PhantomPinned,
 }
@@ -419,9 +428,13 @@ impl<E, R: Receiver<(), E>> OperationState for CancelOp<'_, E, R> {
         let token = unsafe { env_token.detach() };
         let ptr = OpPtr((this as *const Self).cast());
         let fire: unsafe fn(*const ()) = Self::fire;
+        let panics = this.panics;
         let cb: Box<dyn FnOnce() + Send> = Box::new(move || {
             // SAFETY: `ptr` is this pinned, started operation; the callback runs once.
-            unsafe { fire(ptr.get()) }
+            unsafe { fire(ptr.get()) };
+            if panics {
+                panic!("stop callback");
+            }
         });
         let registered = this.registered;
         let slot = this.callback.insert(StopCallback::new(token, cb));

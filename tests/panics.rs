@@ -1,0 +1,188 @@
+//! A panic never aborts the process and never strands a waiter: panics in a value's
+//! `Drop`, in a future's `Drop` and in a user's stop callback reach whoever waits (or,
+//! where nobody waits, the scope's join), and every hold, count and forwarder is
+//! released on the unwinding path too.
+
+mod common;
+
+use common::{cancel_on_stop, cancel_on_stop_then_panic, panic_message};
+use senders::*;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// A value whose drop panics with `"drop"`.
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        panic!("drop");
+    }
+}
+
+/// Spins until `flag` is set.
+fn wait_for(flag: &AtomicBool) {
+    while !flag.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stop callbacks that panic, run by the crate's own stop requests.
+
+#[test]
+fn when_any_delivers_the_panic_of_a_losers_stop_callback() {
+    let registered = AtomicBool::new(false);
+    let msg = panic_message(|| sync_wait(when_any((cancel_on_stop_then_panic::<Infallible>(&registered), just(())))));
+    assert_eq!(msg, "stop callback");
+}
+
+#[test]
+fn when_all_on_the_pool_keeps_the_first_panic_when_a_stopped_siblings_callback_panics() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    let registered = AtomicBool::new(false);
+    let reg = &registered;
+    let msg = panic_message(|| {
+        sync_wait(when_all((
+            starts_on(sch.clone(), cancel_on_stop_then_panic::<Infallible>(reg)),
+            schedule(&sch).then(move |()| {
+                wait_for(reg);
+                panic!("sibling")
+            }),
+        )))
+    });
+    assert_eq!(msg, "sibling");
+}
+
+#[test]
+fn timeout_delivers_the_panic_of_the_stopped_senders_callback() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    let registered = AtomicBool::new(false);
+    let msg = panic_message(|| {
+        sync_wait(timeout(
+            starts_on(sch.clone(), cancel_on_stop_then_panic::<Infallible>(&registered)),
+            &sch,
+            Duration::from_millis(10),
+        ))
+    });
+    assert_eq!(msg, "stop callback");
+}
+
+/// `stop_when` forwards another thread's request into a `when_any` whose child's stop
+/// callback panics: the waiter gets the panic (it is not stranded), and the requesting
+/// thread's `request_stop` returns normally.
+#[test]
+fn a_stop_forwarded_through_stop_when_into_a_panicking_callback_reaches_the_waiter() {
+    let source = InplaceStopSource::new();
+    let (first, second) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            wait_for(&first);
+            wait_for(&second);
+            source.request_stop();
+        });
+        let msg = panic_message(|| {
+            sync_wait(stop_when(
+                when_any((cancel_on_stop_then_panic::<Infallible>(&first), cancel_on_stop(&second))),
+                source.token(),
+            ))
+        });
+        assert_eq!(msg, "stop callback");
+    });
+}
+
+/// A counting scope's `request_stop` runs a spawned sender's panicking stop callback:
+/// the request returns, and the join resumes the panic.
+#[test]
+fn a_scope_stop_callbacks_panic_goes_to_the_join() {
+    let pool = common::pool(2);
+    let scope = CountingScope::new();
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    spawn(starts_on(pool.scheduler(), cancel_on_stop_then_panic::<Infallible>(&REGISTERED)), scope.token());
+    wait_for(&REGISTERED);
+    scope.request_stop();
+    assert_eq!(panic_message(|| sync_wait(scope.join())), "stop callback");
+}
+
+/// Dropping a `SpawnFuture` requests stop on its work; a panic of the work's stop
+/// callback resumes in the drop, and the scope still joins.
+#[test]
+fn dropping_a_spawn_future_resumes_its_works_stop_callback_panic() {
+    let pool = common::pool(2);
+    let scope = CountingScope::new();
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    let fut =
+        spawn_future(starts_on(pool.scheduler(), cancel_on_stop_then_panic::<Infallible>(&REGISTERED)), scope.token());
+    wait_for(&REGISTERED);
+    assert_eq!(panic_message(move || drop(fut)), "stop callback");
+    sync_wait(scope.join()).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// Drops that panic.
+
+/// The result of an abandoned `spawn_future` panics in its drop on a worker: the
+/// counting scope's join resumes it, and the process goes on.
+#[test]
+fn an_abandoned_results_drop_panic_goes_to_the_counting_scopes_join() {
+    let pool = common::pool(2);
+    let scope = CountingScope::new();
+    static RUNNING: Barrier = Barrier::new(2);
+    let fut = spawn_future(
+        schedule(&pool.scheduler()).then(|()| {
+            RUNNING.wait();
+            std::thread::sleep(Duration::from_millis(20));
+            PanicOnDrop
+        }),
+        scope.token(),
+    );
+    RUNNING.wait();
+    drop(fut);
+    assert_eq!(panic_message(|| sync_wait(scope.join())), "drop");
+}
+
+/// The same in a `let_async_scope`: the scope completes with the panic.
+#[test]
+fn an_abandoned_results_drop_panic_goes_to_let_async_scope() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    let running = Barrier::new(2);
+    let (sch_ref, running_ref) = (&sch, &running);
+    let msg = panic_message(|| {
+        sync_wait(just(()).let_async_scope(|tk, ()| {
+            let fut = spawn_future(
+                schedule(sch_ref).then(move |()| {
+                    running_ref.wait();
+                    std::thread::sleep(Duration::from_millis(20));
+                    PanicOnDrop
+                }),
+                tk,
+            );
+            running.wait();
+            drop(fut);
+        }))
+    });
+    assert_eq!(msg, "drop");
+}
+
+/// A future whose drop panics, under `from_future`: `sync_wait` resumes the panic.
+#[test]
+fn from_future_delivers_the_panic_of_the_futures_drop() {
+    struct Ready(PanicOnDrop);
+    impl Future for Ready {
+        type Output = u32;
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<u32> {
+            Poll::Ready(7)
+        }
+    }
+    assert_eq!(panic_message(|| sync_wait(from_future(Ready(PanicOnDrop)))), "drop");
+    let pool = common::pool(2);
+    let msg = panic_message(|| sync_wait(starts_on(pool.scheduler(), from_future(Ready(PanicOnDrop)))));
+    assert_eq!(msg, "drop");
+}
