@@ -20,6 +20,9 @@
 //! | `join` twice (in sequence, and two at once) | every join completes; the first panic of spawned work goes to exactly one join | `join_twice_*` |
 //! | `join` started from inside the scope's own work | completes only after that work ends; blocking on it there deadlocks (documented in `join`'s "Deadlocks") | `a_join_started_inside_the_scopes_own_work_completes_after_it` |
 //! | dropping a pool from one of its workers | the worker joins the others and runs what is queued itself: every job runs once | `dropping_a_pool_from_its_own_worker_runs_all_queued_work` |
+//! | a worker that drops its own pool, then waits on it (`sync_wait(schedule(..))` in the same job) | the submission is refused and completes stopped (was: queued on the worker's own deque, which nobody ran: a hang) | `a_worker_that_dropped_its_pool_and_waits_on_it_sees_stopped` |
+//! | a naming function that panics, or a name with a NUL byte, in `PoolBuilder::build` | the panic unwinds out of `build` / `Err(BuildError::Spawn)` (`InvalidInput`), after the workers already started are stopped and joined (was: they leaked) | `a_panicking_thread_name_stops_the_started_workers`, `a_thread_name_with_a_nul_byte_is_an_error` |
+//! | a `RunLoop` dropped before it finished, then scheduled on | `schedule` completes stopped (was: a hang); work queued before the drop runs in the drop | `a_dropped_run_loop_completes_schedule_stopped` |
 //! | dropping a pool with queued and running work | the drop waits for running work, queued work runs exactly once, later submissions complete stopped | `dropping_a_pool_with_queued_and_running_work_loses_nothing` |
 //! | awaiting a task twice | does not compile (`.await` moves the task) | `tests/ui/task_awaited_twice.rs` |
 //! | a user scheduler panicking in `schedule()` / its sender's `connect` / `is_current` | `set_panic` through `starts_on`, a counting scope's join hop, `let_async_scope`'s final hop, a `Task`'s resumption and `change_scheduler`, `from_future`'s poll hop (each was an abort) | `a_panicking_scheduler_*` |
@@ -226,6 +229,82 @@ fn dropping_a_pool_from_its_own_worker_runs_all_queued_work() {
         assert!(r.load(Ordering::SeqCst) <= 1, "job {i} ran twice");
     }
     assert_eq!(sync_wait(schedule(&sch)).unwrap(), None, "after the drop, schedule completes stopped");
+}
+
+#[test]
+fn a_worker_that_dropped_its_pool_and_waits_on_it_sees_stopped() {
+    let pool = Arc::new(Mutex::new(Some(common::pool(2))));
+    let sch = pool.lock().unwrap().as_ref().unwrap().scheduler();
+    let (p, sch2) = (pool.clone(), sch.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let waited = sync_wait(schedule(&sch).then(move |()| {
+            drop(p.lock().unwrap().take().expect("dropped once"));
+            // The same job, on the worker that dropped the pool, waits on it.
+            sync_wait(schedule(&sch2).then(|()| 1))
+        }));
+        tx.send(waited.unwrap()).unwrap();
+    });
+    let waited = rx.recv_timeout(SAFETY_TIMEOUT).expect("the worker waiting on its dropped pool hangs");
+    assert!(matches!(waited, Some(Ok(None))), "the wait completes stopped: {waited:?}");
+}
+
+/// The names of this process's threads (Linux: `/proc/self/task/*/comm`).
+#[cfg(target_os = "linux")]
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim_end().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_panicking_thread_name_stops_the_started_workers() {
+    let msg = panic_message(|| {
+        StaticThreadPool::builder()
+            .num_threads(8)
+            .thread_name(|i| if i == 5 { panic!("no name") } else { format!("leakcheck-{i}") })
+            .build()
+    });
+    assert_eq!(msg, "no name");
+    let leaked: Vec<_> = thread_names().into_iter().filter(|n| n.starts_with("leakcheck-")).collect();
+    assert!(leaked.is_empty(), "workers left running: {leaked:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_thread_name_with_a_nul_byte_is_an_error() {
+    let built = StaticThreadPool::builder()
+        .num_threads(4)
+        .thread_name(|i| if i == 2 { "bad\0name".to_owned() } else { format!("nulcheck-{i}") })
+        .build();
+    match built {
+        Err(BuildError::Spawn(e)) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput),
+        other => panic!("expected a spawn error, got {other:?}"),
+    }
+    let leaked: Vec<_> = thread_names().into_iter().filter(|n| n.starts_with("nulcheck-")).collect();
+    assert!(leaked.is_empty(), "workers left running: {leaked:?}");
+}
+
+#[test]
+fn a_dropped_run_loop_completes_schedule_stopped() {
+    let run_loop = RunLoop::new();
+    let sch = run_loop.scheduler();
+    // Queued before the drop: runs in the drop.
+    let ran = Arc::new(AtomicBool::new(false));
+    let scope = SimpleCountingScope::new();
+    let r = ran.clone();
+    assert!(spawn(schedule(&sch).then(move |()| r.store(true, Ordering::SeqCst)), scope.token()));
+    drop(run_loop);
+    assert!(ran.load(Ordering::SeqCst), "queued work runs in the drop");
+    sync_wait(scope.join()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(sync_wait(schedule(&sch))).unwrap());
+    assert_eq!(rx.recv_timeout(SAFETY_TIMEOUT).expect("schedule on a dropped run loop hangs").unwrap(), None);
 }
 
 #[test]

@@ -116,7 +116,7 @@ impl Refs {
     ///
     /// Called once, by the thread dropping the pool, after every other worker of it
     /// has been joined and, if that thread is a worker, after it cleared its shard
-    /// (`WorkerThread::stop_counting_refs`). The caller still holds its own reference,
+    /// (`WorkerThread::leave_pool`). The caller still holds its own reference,
     /// which it releases afterwards (so the fold itself never frees).
     pub(crate) fn fold(&self) {
         let sum = self.shards.iter().fold(0usize, |acc, s| acc.wrapping_add(s.load(Ordering::Relaxed)));

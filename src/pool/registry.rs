@@ -346,7 +346,7 @@ impl WorkerThread {
     }
 
     /// This worker's shard of its registry's reference count, until
-    /// [`stop_counting_refs`](Self::stop_counting_refs).
+    /// [`leave_pool`](Self::leave_pool).
     #[inline]
     pub(crate) fn refs_shard(&self) -> Option<&AtomicUsize> {
         // SAFETY: the shard lives in the registry, which this worker keeps alive, and
@@ -354,10 +354,14 @@ impl WorkerThread {
         unsafe { self.refs_shard.get().as_ref() }
     }
 
-    /// From now on this worker counts its registry references in the outside word: the
-    /// pool is being dropped from one of its jobs, and its count is about to be folded.
-    pub(crate) fn stop_counting_refs(&self) {
+    /// The pool is being dropped from one of this worker's jobs, and has drained: from
+    /// now on this thread is outside the pool. It counts its registry references in the
+    /// outside word (the count is about to be folded), and what the rest of the job
+    /// submits to the pool is refused and completes stopped, as from any thread, rather
+    /// than queued on a deque that no worker will run again.
+    pub(crate) fn leave_pool(&self) {
         self.refs_shard.set(ptr::null());
+        CURRENT.with(|c| c.set(ptr::null()));
     }
 
     /// Whether a `schedule()` on this pool, started now, may complete inline: true once

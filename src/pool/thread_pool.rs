@@ -1,7 +1,7 @@
 //! [`StaticThreadPool`]: the workers' threads, their start (the builder) and their
 //! shutdown.
 
-use std::fmt;
+use std::{fmt, io};
 
 use super::deque::Worker;
 use super::registry::{Registry, RegistryRef, WorkerThread};
@@ -19,7 +19,8 @@ use crate::sync::thread;
 pub enum BuildError {
     /// A pool needs at least one thread.
     ZeroThreads,
-    /// The operating system refused to start a worker thread.
+    /// A worker thread could not be started: the operating system refused, or its name
+    /// (from [`PoolBuilder::thread_name`]) contains a NUL byte (`InvalidInput`).
     Spawn(std::io::Error),
 }
 
@@ -80,7 +81,10 @@ impl PoolBuilder {
         self
     }
 
-    /// Names worker `i` with `name(i)`; defaults to `senders-worker-{i}`.
+    /// Names worker `i` with `name(i)`; defaults to `senders-worker-{i}`. A name with a
+    /// NUL byte makes [`build`](Self::build) fail with [`BuildError::Spawn`]; a panic in
+    /// `name` unwinds out of `build` after the workers already started are stopped and
+    /// joined.
     pub fn thread_name(mut self, name: impl FnMut(usize) -> String + 'static) -> Self {
         self.name = Some(Box::new(name));
         self
@@ -141,26 +145,27 @@ impl PoolBuilder {
         let registry = RegistryRef::new(Registry::new(deques.iter().map(Worker::stealer).collect(), self.latent_forks));
         let cores = if self.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
         let mut name = self.name.unwrap_or_else(|| Box::new(|i| format!("senders-worker-{i}")));
-        let mut threads = Vec::with_capacity(n);
+        // The pool owns each worker as soon as it starts: if a later one fails, or the
+        // naming function panics, dropping the partial pool stops and joins those
+        // already running.
+        let mut pool = StaticThreadPool { registry, threads: Vec::with_capacity(n) };
         for (index, deque) in deques.into_iter().enumerate() {
-            let worker_registry = registry.clone();
+            let worker_registry = pool.registry.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
-            let spawned = thread::Builder::new().name(name(index)).stack_size(self.stack_size).spawn(move || {
+            let worker_name = name(index);
+            if worker_name.contains('\0') {
+                let e = io::Error::new(io::ErrorKind::InvalidInput, "a worker's name contains a NUL byte");
+                return Err(BuildError::Spawn(e));
+            }
+            let spawned = thread::Builder::new().name(worker_name).stack_size(self.stack_size).spawn(move || {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
                 }
                 WorkerThread::main_loop(worker_registry, index, deque);
             });
-            match spawned {
-                Ok(handle) => threads.push(handle),
-                Err(e) => {
-                    let partial = StaticThreadPool { registry, threads };
-                    drop(partial);
-                    return Err(BuildError::Spawn(e));
-                }
-            }
+            pool.threads.push(spawned.map_err(BuildError::Spawn)?);
         }
-        Ok(StaticThreadPool { registry, threads })
+        Ok(pool)
     }
 }
 
@@ -234,7 +239,7 @@ impl Drop for StaticThreadPool {
         // Every worker but possibly this thread is joined; this one stops using its
         // shard; from now on the registry's count lives in one word.
         if let Some(worker) = this_worker {
-            worker.stop_counting_refs();
+            worker.leave_pool();
         }
         self.registry.refs.fold();
     }

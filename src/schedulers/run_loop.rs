@@ -208,13 +208,26 @@ impl Default for RunLoop {
     }
 }
 
+/// Dropping a loop that was not finished finishes it: work scheduled on it afterwards
+/// completes stopped (nobody would run it), and work already queued runs here, on the
+/// dropping thread, as [`run`](RunLoop::run) would run it.
+impl Drop for RunLoop {
+    fn drop(&mut self) {
+        if !self.inner.done() {
+            self.finish();
+            self.run();
+        }
+    }
+}
+
 impl RunLoop {
     /// A new, empty run loop.
     pub fn new() -> Self {
         RunLoop { inner: Arc::new(Inner::new()) }
     }
 
-    /// A scheduler whose `schedule()` completes on the thread running this loop.
+    /// A scheduler whose `schedule()` completes on the thread running this loop. Once
+    /// the loop is finished (or dropped), `schedule()` completes stopped.
     pub fn scheduler(&self) -> RunLoopScheduler {
         RunLoopScheduler { inner: self.inner.clone() }
     }
@@ -318,10 +331,14 @@ impl RunLoop {
 
     /// Returns a finished, drained loop to this thread's cache.
     pub(crate) fn recycle(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again: the handle moves out once. The
+        // loop is finished and drained, so its `Drop` would have nothing to do.
+        let inner = unsafe { ptr::read(&this.inner) };
         #[cfg(not(loom))]
-        if Arc::strong_count(&self.inner) == 1 {
-            self.inner.reset();
-            CACHE.with(|c| c.set(Some(self.inner)));
+        if Arc::strong_count(&inner) == 1 {
+            inner.reset();
+            CACHE.with(|c| c.set(Some(inner)));
         }
     }
 }
