@@ -1124,8 +1124,11 @@ fn latent_forks_reach_a_worker_that_goes_hungry_later() {
     }
 }
 
+/// A worker that waits in `sync_wait` runs its own latent fork: the fork is popped from
+/// its ring first thing in its wait, as the worker loop would. Here the fork is what the
+/// wait waits for, and the other worker is busy.
 #[test]
-fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
+fn a_worker_waiting_in_sync_wait_runs_its_own_latent_fork() {
     let _serial = serial();
     let pool = latent_pool("blocks");
     let outside = SingleThreadContext::new();
@@ -1133,9 +1136,9 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
         let b_busy = Arc::new(AtomicBool::new(false));
         let y_ran = Arc::new(AtomicBool::new(false));
         // The other worker is kept busy (the outermost fork's last child) while the
-        // first child forks `x` and `y`: `y` is then held latent. `x` blocks in
-        // `sync_wait` until `y` has run, which only the other worker can do, once it is
-        // free, if the blocking worker published `y` first.
+        // first child forks `x` and `y`: `y` is then held latent. `x` waits in
+        // `sync_wait` until `y` has run, on an outside thread, so its worker runs `y`
+        // while it waits.
         let (b1, b2) = (b_busy.clone(), b_busy.clone());
         let (y1, y2) = (y_ran.clone(), y_ran.clone());
         let sch = outside.scheduler();
@@ -1167,17 +1170,16 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_forks() {
             move || sync_wait(starts_on(sch, when_all((first, filler, busy))))
         });
         let (((y_seen, x_on), y_on), (), ()) = r.expect("deadlock").unwrap().unwrap();
-        assert!(y_seen, "the blocked worker's latent fork never ran");
-        assert_ne!(x_on, y_on, "the fork ran beside the blocked worker");
+        assert!(y_seen, "the waiting worker's latent fork never ran");
+        assert_eq!(x_on, y_on, "the waiting worker ran its own latent fork");
     }
 }
 
 /// The same for a spawn: `first` spawns `y` onto the pool while its worker's deque holds
-/// `filler` and the other worker is busy, so `y` is held latent, and then blocks in
-/// `sync_wait` until `y` has run, which only the other worker can do, once it is free,
-/// if the blocking worker published `y` first.
+/// `filler` and the other worker is busy, so `y` is held latent, and then waits in
+/// `sync_wait` until `y` has run: its worker runs `y` while it waits.
 #[test]
-fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_spawns() {
+fn a_worker_waiting_in_sync_wait_runs_its_own_latent_spawn() {
     let _serial = serial();
     let pool = latent_pool("blocks-spawn");
     let outside = SingleThreadContext::new();
@@ -1214,8 +1216,8 @@ fn a_worker_that_blocks_in_sync_wait_publishes_its_latent_spawns() {
         });
         let ((spawned, y_on, x_on), (), ()) = r.expect("deadlock").unwrap().unwrap();
         assert!(spawned);
-        let y_on = y_on.expect("the blocked worker's latent spawn never ran");
-        assert_ne!(y_on, x_on, "the spawn ran beside the blocked worker");
+        let y_on = y_on.expect("the waiting worker's latent spawn never ran");
+        assert_eq!(y_on, x_on, "the waiting worker ran its own latent spawn");
     }
     sync_wait(scope.join()).unwrap();
 }

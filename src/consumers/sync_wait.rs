@@ -7,6 +7,7 @@ use crate::domain::{EarlyDomain, NoDomain, apply_sync_wait};
 use crate::env::Env;
 use crate::outcome::{Outcome, outcome_completions};
 use crate::panic::AbortOnUnwind;
+use crate::pool::WorkerThread;
 use crate::receiver::Receiver;
 use crate::schedulers::run_loop::{Finisher, RunLoop, RunLoopScheduler};
 use crate::sender::{OperationState, Sender, SenderTo};
@@ -113,17 +114,27 @@ where
     // This thread's cached loop: no allocation, no lock and no system call when the
     // sender completes inline (see `RunLoop`).
     let run_loop = RunLoop::for_sync_wait();
+    // On a pool worker, the wait works: see `run_on_worker`.
+    let worker = WorkerThread::current_ptr();
     let outcome = {
         let state = State { env: SyncWaitEnv { run_loop: &run_loop }, outcome: UnsafeCell::new(None) };
         let rcvr = SyncWaitReceiver { state: &state, finisher: run_loop.finisher() };
         run_loop.claim_current_thread();
+        if !worker.is_null() {
+            run_loop.wait_on(worker);
+        }
         let mut op = pin!(sndr.connect(rcvr));
         let guard = AbortOnUnwind("an operation's start unwound inside sync_wait");
         // SAFETY: `op` is pinned on this stack frame, started once, and not dropped
         // before the completion: `run` returns only after the receiver called `finish`,
         // and the abort guards turn any unwind in between into an abort instead of a drop.
         unsafe { op.as_mut().start() };
-        run_loop.run();
+        // SAFETY: a non-null `current_ptr` is this thread's worker state, alive while
+        // this thread runs one of its jobs, which it does until this call returns.
+        match unsafe { worker.as_ref() } {
+            None => run_loop.run(),
+            Some(worker) => run_loop.run_on_worker(worker),
+        }
         std::mem::forget(guard);
         // SAFETY: the receiver wrote the outcome before `finish`; `run` returned after it.
         unsafe { (*state.outcome.get()).take() }

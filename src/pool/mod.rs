@@ -61,7 +61,7 @@ pub use bulk::{
 pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
-pub(crate) use registry::WorkerThread;
+pub(crate) use registry::{WakeWorker, WorkerThread};
 
 /// Publishes the calling worker's latent forks (any pool's), if it is a worker: it is
 /// about to block, and only the other workers can run them meanwhile.

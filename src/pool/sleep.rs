@@ -97,6 +97,18 @@ impl Sleep {
         }
     }
 
+    /// Wakes worker `index` if it sleeps: after something it waits for in particular
+    /// was published (a worker waiting by working, README.md, *Waiting on a worker*). The
+    /// same fence pair as `wake_one`'s, so either this sees its bit or its re-check sees
+    /// what was published before this call.
+    pub(crate) fn wake_worker(&self, index: usize) {
+        light_fence();
+        let (w, bit) = (index / BITS, 1usize << (index % BITS));
+        if self.sleeping[w].load(Ordering::Relaxed) & bit != 0 {
+            self.claim(w, bit);
+        }
+    }
+
     /// Wakes every sleeping worker (shutdown).
     pub(crate) fn wake_all(&self) {
         fence(Ordering::SeqCst);

@@ -26,10 +26,11 @@ use std::ptr;
 use crate::domain::NoDomain;
 use crate::env::Env;
 use crate::panic::AbortOnUnwind;
+use crate::pool::{WakeWorker, WorkerThread};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, SenderTo, sender};
-use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, Ordering, lock};
+use crate::sync::{Arc, AtomicPtr, AtomicUsize, Condvar, Mutex, Ordering, lock};
 
 /// A queue node: the head of every run-loop operation state.
 pub(crate) struct Node {
@@ -60,6 +61,10 @@ pub(crate) struct Inner {
     /// The thread running the loop: the address of a thread-local of that thread (0:
     /// none), so that `is_current` takes no lock.
     runner: AtomicUsize,
+    /// The pool worker that runs this loop while it waits by working
+    /// ([`RunLoop::run_on_worker`]), or null: then a push or the finish from another
+    /// thread wakes it through the pool's sleep protocol, not the condition variable.
+    waiter: AtomicPtr<WorkerThread>,
     /// Under loom: finishes in progress, which must be none when the loop is dropped.
     #[cfg(loom)]
     finishing: AtomicUsize,
@@ -111,6 +116,7 @@ impl Inner {
             ready: Condvar::new(),
             state: AtomicUsize::new(0),
             runner: AtomicUsize::new(0),
+            waiter: AtomicPtr::new(ptr::null_mut()),
             #[cfg(loom)]
             finishing: AtomicUsize::new(0),
         }
@@ -141,10 +147,48 @@ impl Inner {
         q.tail = node;
         // The runner sets `SLEEPING` under this lock before it waits.
         let sleeping = self.state.load(Ordering::Relaxed) & SLEEPING != 0;
+        // A worker waiting by working sleeps in its pool instead. It cannot return before
+        // it has popped this node, under this lock, so it is still waiting here.
+        let wake = self.other_thread_waiter().map(|worker| {
+            // SAFETY: the worker waits until it has run this node.
+            unsafe { WakeWorker::new(worker) }
+        });
         drop(q);
         if sleeping {
             self.ready.notify_one();
         }
+        if let Some(wake) = wake {
+            wake.wake();
+        }
+        true
+    }
+
+    /// The worker waiting by working on this loop, if there is one and it is not the
+    /// calling thread (which is running, so needs no wake-up).
+    #[inline]
+    fn other_thread_waiter(&self) -> Option<*const WorkerThread> {
+        let worker = self.waiter.load(Ordering::Acquire);
+        (!worker.is_null() && self.runner.load(Ordering::Relaxed) != thread_mark()).then_some(worker.cast_const())
+    }
+
+    /// Runs one queued node, if one is counted: true if it ran one, or if one is counted
+    /// but not linked yet (after a pause: the pusher links it next, under the lock).
+    fn run_one(&self) -> bool {
+        if self.state.load(Ordering::Acquire) < QUEUED {
+            return false;
+        }
+        let mut q = lock(&self.queue);
+        let node = self.pop(&mut q);
+        drop(q);
+        if node.is_null() {
+            crate::sync::spin_wait();
+            return true;
+        }
+        let guard = AbortOnUnwind("a run-loop work item unwound");
+        // SAFETY: `node` was pushed by a started operation that stays alive until its
+        // `execute` runs, and it is popped exactly once.
+        unsafe { ((*node).execute)(node) };
+        std::mem::forget(guard);
         true
     }
 
@@ -183,6 +227,7 @@ impl Inner {
         debug_assert!(self.done());
         self.state.store(0, Ordering::Release);
         self.runner.store(0, Ordering::Release);
+        self.waiter.store(ptr::null_mut(), Ordering::Relaxed);
     }
 }
 
@@ -299,6 +344,29 @@ impl RunLoop {
         }
     }
 
+    /// [`run`](Self::run) on a pool worker, which waits by working: until the loop is
+    /// finished and empty, it runs this loop's work first, then the pool's jobs, and
+    /// sleeps in the pool's sleep protocol when there is neither (README.md in
+    /// `src/pool`, *Waiting on a worker*). [`wait_on`](Self::wait_on) named `worker`
+    /// before the work was started.
+    pub(crate) fn run_on_worker(&self, worker: &WorkerThread) {
+        let inner = &*self.inner;
+        debug_assert!(ptr::eq(inner.waiter.load(Ordering::Relaxed), worker));
+        // Not finished with nothing queued (`done`), or something queued: `SLEEPING` is
+        // never set here.
+        worker.wait_until(|| inner.done(), || inner.run_one(), || inner.state.load(Ordering::Acquire) != 0);
+        // Finished: later pushes are refused without reading `waiter`, and the last push
+        // read it under the lock before its node was popped.
+        inner.waiter.store(ptr::null_mut(), Ordering::Relaxed);
+        inner.runner.store(0, Ordering::Release);
+    }
+
+    /// Names the pool worker (the calling thread) that will run this loop with
+    /// [`run_on_worker`](Self::run_on_worker): before any work can be scheduled on it.
+    pub(crate) fn wait_on(&self, worker: *const WorkerThread) {
+        self.inner.waiter.store(worker.cast_mut(), Ordering::Release);
+    }
+
     /// Marks the calling thread as the one running this loop before [`run`](Self::run)
     /// is entered, so work started inline first (as `sync_wait` does) sees its
     /// scheduler as current.
@@ -319,17 +387,23 @@ impl RunLoop {
     }
 
     /// A loop for `sync_wait` on this thread: the thread's cached one if it is free
-    /// (not used by an outer `sync_wait` of this thread), else a new one. Give it back
-    /// with [`recycle`](Self::recycle).
+    /// (not used by an outer `sync_wait` of this thread), else one of the loops nested
+    /// waits of this thread used before, else a new one. Give it back with
+    /// [`recycle`](Self::recycle).
     pub(crate) fn for_sync_wait() -> RunLoop {
         #[cfg(not(loom))]
         if let Some(inner) = CACHE.with(|c| c.take()) {
             return RunLoop { inner };
         }
+        #[cfg(not(loom))]
+        if let Some(inner) = NESTED.with(|n| n.borrow_mut().pop()) {
+            return RunLoop { inner };
+        }
         RunLoop::new()
     }
 
-    /// Returns a finished, drained loop to this thread's cache.
+    /// Returns a finished, drained loop to this thread's cache (or, when a nested wait
+    /// put one there already, to the nested waits' stack).
     pub(crate) fn recycle(self) {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again: the handle moves out once. The
@@ -338,15 +412,29 @@ impl RunLoop {
         #[cfg(not(loom))]
         if Arc::strong_count(&inner) == 1 {
             inner.reset();
-            CACHE.with(|c| c.set(Some(inner)));
+            if let Some(other) = CACHE.with(|c| c.replace(Some(inner))) {
+                recycle_nested(other);
+            }
         }
     }
+}
+
+/// Keeps a loop for the nested waits of this thread (out of the common path: a wait
+/// that nests none finds the cache empty on its return).
+#[cfg(not(loom))]
+#[cold]
+fn recycle_nested(inner: Arc<Inner>) {
+    // During the thread's exit the stack may be gone already: then the loop is freed.
+    let _ = NESTED.try_with(|n| n.borrow_mut().push(inner));
 }
 
 #[cfg(not(loom))]
 std::thread_local! {
     /// The run loop `sync_wait` reuses on this thread.
     static CACHE: std::cell::Cell<Option<Arc<Inner>>> = const { std::cell::Cell::new(None) };
+    /// The run loops nested `sync_wait`s of this thread reuse: as many as they ever
+    /// nested deep, so that nested waits allocate no loop once warm.
+    static NESTED: std::cell::RefCell<Vec<Arc<Inner>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// What finishes the loop of a `sync_wait`: a pointer, not a counted handle, so that a
@@ -391,7 +479,16 @@ impl Finisher {
                 Arc::increment_strong_count(self.inner);
                 Arc::from_raw(self.inner)
             };
+            // A worker waiting by working on the loop sleeps in its pool: prepare its
+            // wake-up while it still waits (it cannot return before the finish).
+            let wake = keep.other_thread_waiter().map(|worker| {
+                // SAFETY: the worker waits until the finish below.
+                unsafe { WakeWorker::new(worker) }
+            });
             keep.finish();
+            if let Some(wake) = wake {
+                wake.wake();
+            }
             #[cfg(loom)]
             keep.finishing.fetch_sub(1, Ordering::Relaxed);
         }

@@ -1,0 +1,283 @@
+//! `sync_wait` on a pool worker waits by working (issue 39): nested waits never hang
+//! for lack of workers.
+//!
+//! - the nested fork-join `fib` (each call `sync_wait`s a `when_all` of two
+//!   `schedule(sch).then(fib)` children) completes on 1, 2 and 64 workers;
+//! - a chain of nested `sync_wait`s 10,000 deep completes on 1, 2 and 64 workers;
+//! - a `bulk` whose iterations `sync_wait` an inner `bulk` on the same pool completes;
+//! - a panic in a nested child resumes at its own `sync_wait`, and the pool goes on;
+//! - a stop request reaches work nested under a waiting worker;
+//! - work the waiting `sync_wait`'s own scheduler receives (`continues_on` its run loop),
+//!   from the waiting worker or from another thread, runs on the waiting worker;
+//! - a completion from outside the pool wakes a waiting worker that went to sleep, and
+//!   a waiting worker with nothing to do burns no CPU.
+//!
+//! Every test runs its work under [`within`], so a hang fails the test instead of
+//! hanging the suite.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{QUIET, SAFETY_TIMEOUT, cancel_on_stop, panic_message, quiet_panics, serial, thread_name, with_stop};
+use senders::*;
+
+/// How long a test's work may take before the test calls it a hang: generous, for a
+/// loaded machine and debug builds.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `f` with `pool`'s scheduler on a fresh thread that owns the pool, and returns
+/// its result, or panics if it did not finish within [`HANG`] (the thread and the pool
+/// are left behind: the test fails instead of hanging in the pool's drop).
+fn within<T: Send + 'static>(
+    what: &str,
+    pool: StaticThreadPool,
+    f: impl FnOnce(PoolScheduler) -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(pool.scheduler())));
+        drop(pool);
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(HANG) {
+        Ok(Ok(v)) => v,
+        Ok(Err(payload)) => std::panic::resume_unwind(payload),
+        Err(_) => panic!("{what}: no completion within {HANG:?} (a hang)"),
+    }
+}
+
+/// A pool of `n` workers named `nest-{i}`, with `stack` bytes of stack each.
+fn pool_with_stack(n: usize, stack: usize) -> StaticThreadPool {
+    StaticThreadPool::builder().num_threads(n).stack_size(stack).thread_name(|i| format!("nest-{i}")).build().unwrap()
+}
+
+fn pool(n: usize) -> StaticThreadPool {
+    pool_with_stack(n, senders::pool::DEFAULT_STACK_SIZE)
+}
+
+/// The issue's nested fork-join: every call waits for its two children.
+fn fib(n: u64, sch: &PoolScheduler) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = (sch.clone(), sch.clone());
+    let both = when_all((schedule(sch).then(move |()| fib(n - 1, &a)), schedule(sch).then(move |()| fib(n - 2, &b))));
+    let (x, y) = sync_wait(both).unwrap().unwrap();
+    x + y
+}
+
+fn nested_fib_on(workers: usize) {
+    let pool = pool(workers);
+    let v = within("nested fib", pool, move |sch| {
+        let inner = sch.clone();
+        sync_wait(schedule(&sch).then(move |()| fib(18, &inner))).unwrap().unwrap()
+    });
+    assert_eq!(v, 2584);
+}
+
+#[test]
+fn nested_fork_join_completes_on_one_worker() {
+    nested_fib_on(1);
+}
+
+#[test]
+fn nested_fork_join_completes_on_two_workers() {
+    nested_fib_on(2);
+}
+
+#[test]
+fn nested_fork_join_completes_on_64_workers() {
+    nested_fib_on(64);
+}
+
+/// `depth` nested `sync_wait`s, each waiting for a hop onto the pool that runs the next.
+fn chain(depth: u32, sch: &PoolScheduler) -> u32 {
+    if depth == 0 {
+        return 0;
+    }
+    let inner = sch.clone();
+    sync_wait(schedule(sch).then(move |()| chain(depth - 1, &inner))).unwrap().unwrap() + 1
+}
+
+/// Deep enough for 10,000 nested waits in a debug build, where each level takes a few
+/// kilobytes of the worker's stack (release builds take far less: see `sync_wait`).
+const DEEP_STACK: usize = 64 << 20;
+
+fn deep_chain_on(workers: usize) {
+    let pool = pool_with_stack(workers, DEEP_STACK);
+    let v = within("nested chain", pool, move |sch| chain(10_000, &sch));
+    assert_eq!(v, 10_000);
+}
+
+#[test]
+fn ten_thousand_nested_waits_complete_on_one_worker() {
+    deep_chain_on(1);
+}
+
+#[test]
+fn ten_thousand_nested_waits_complete_on_two_workers() {
+    deep_chain_on(2);
+}
+
+#[test]
+fn ten_thousand_nested_waits_complete_on_64_workers() {
+    deep_chain_on(64);
+}
+
+#[test]
+fn a_bulk_inside_a_bulk_completes() {
+    for workers in [1, 2, 4] {
+        let pool = pool(workers);
+        let sums = within("bulk in bulk", pool, move |sch| {
+            let inner_sch = sch.clone();
+            let outer = schedule(&sch).then(|()| (0..16).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>()).bulk(
+                16,
+                move |i, sums: &Vec<AtomicUsize>| {
+                    let hits: Vec<AtomicUsize> = (0..32).map(|_| AtomicUsize::new(0)).collect();
+                    let inner = schedule(&inner_sch).bulk(32, |j, &()| {
+                        hits[j].fetch_add(1, Ordering::Relaxed);
+                    });
+                    sync_wait(inner).unwrap().unwrap();
+                    let total = hits.iter().filter(|h| h.load(Ordering::Relaxed) == 1).count();
+                    sums[i].fetch_add(total, Ordering::Relaxed);
+                },
+            );
+            sync_wait(outer).unwrap().unwrap()
+        });
+        let sums: Vec<usize> = sums.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        assert_eq!(sums, vec![32; 16], "every inner index once, in every outer iteration");
+    }
+}
+
+#[test]
+fn a_panic_in_a_nested_child_resumes_at_its_own_sync_wait() {
+    quiet_panics();
+    let pool = pool(2);
+    let (msg, after) = within("nested panic", pool, move |sch| {
+        let inner = sch.clone();
+        let outer = schedule(&sch).then(move |()| {
+            let child = schedule(&inner).then(|()| -> u32 { panic!("{QUIET}: nested child") });
+            let msg = panic_message(|| sync_wait(when_all((child, schedule(&inner).then(|()| 1u32)))));
+            // The outer work goes on after its nested wait unwound.
+            (msg, sync_wait(schedule(&inner).then(|()| 7)).unwrap().unwrap())
+        });
+        sync_wait(outer).unwrap().unwrap()
+    });
+    assert!(msg.contains("nested child"), "{msg}");
+    assert_eq!(after, 7);
+}
+
+/// A stop request from another thread reaches a sender nested two waits deep on the
+/// only worker, which sleeps meanwhile (nothing else to run): the request completes the
+/// nested sender stopped on the requesting thread, and that completion wakes the waiter.
+#[test]
+fn a_stop_request_reaches_nested_work() {
+    let pool = pool(1);
+    let source = Arc::new(InplaceStopSource::new());
+    let registered = Arc::new(AtomicBool::new(false));
+    let (src, reg) = (source.clone(), registered.clone());
+    let stopper = thread::spawn(move || {
+        let deadline = Instant::now() + SAFETY_TIMEOUT;
+        while !reg.load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "the nested work did not start");
+            thread::sleep(Duration::from_millis(1));
+        }
+        thread::sleep(Duration::from_millis(50));
+        src.request_stop();
+    });
+    let r = within("nested stop", pool, move |sch| {
+        let inner = sch.clone();
+        sync_wait(schedule(&sch).then(move |()| {
+            let deeper = inner.clone();
+            sync_wait(schedule(&inner).then(move |()| {
+                let cancellable =
+                    schedule(&deeper).let_value(|()| cancel_on_stop::<std::convert::Infallible>(&registered));
+                sync_wait(with_stop(&source, cancellable)).unwrap()
+            }))
+            .unwrap()
+            .unwrap()
+        }))
+        .unwrap()
+        .unwrap()
+    });
+    stopper.join().unwrap();
+    assert_eq!(r, None, "the nested wait completes stopped");
+}
+
+#[test]
+fn work_for_the_waiting_run_loop_runs_on_the_waiting_worker() {
+    let pool = pool(2);
+    let outside = SingleThreadContext::new();
+    let out = outside.scheduler();
+    let (same, other) = within("run loop work", pool, move |sch| {
+        let inner = sch.clone();
+        sync_wait(schedule(&sch).then(move |()| {
+            let me = thread_name();
+            // From the waiting worker itself: the pool's work hops back to the wait's
+            // own scheduler.
+            let back_here = read_env(GetScheduler).let_value(move |home: RunLoopScheduler| {
+                schedule(&inner).then(|()| thread_name()).continues_on(home).then(|n| (n, thread_name()))
+            });
+            let (_, here) = sync_wait(back_here).unwrap().unwrap();
+            // From another thread: the outside context's completion hops back.
+            let from_outside = read_env(GetScheduler).let_value(move |home: RunLoopScheduler| {
+                out.schedule().then(|()| thread_name()).continues_on(home).then(|n| (n, thread_name()))
+            });
+            let (there, here2) = sync_wait(from_outside).unwrap().unwrap();
+            assert_ne!(there, me, "the outside work ran on the outside thread");
+            (here == me, here2 == me)
+        }))
+        .unwrap()
+        .unwrap()
+    });
+    assert!(same, "work hopping to the waiting run loop from the pool runs on the waiting worker");
+    assert!(other, "work hopping to the waiting run loop from outside runs on the waiting worker");
+}
+
+/// CPU time (user + system, in clock ticks) of this process's threads whose name starts
+/// with `prefix`.
+fn thread_cpu_ticks(prefix: &str) -> u64 {
+    let mut ticks = 0;
+    for entry in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let dir = entry.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else { continue };
+        if !comm.trim_end().starts_with(prefix) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else { continue };
+        // Fields 14 and 15 (utime, stime), counted from after the command's parenthesis.
+        let rest = &stat[stat.rfind(')').expect("stat format") + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    ticks
+}
+
+/// A waiting worker with nothing to run sleeps; a completion from another thread wakes
+/// it, and meanwhile it burns no CPU.
+#[test]
+fn a_completion_from_outside_wakes_a_sleeping_waiter() {
+    let _serial = serial();
+    let pool = StaticThreadPool::builder().num_threads(1).thread_name(|i| format!("nidle-{i}")).build().unwrap();
+    let outside = SingleThreadContext::new();
+    let out = outside.scheduler();
+    let (name, ticks) = within("outside completion", pool, move |sch| {
+        sync_wait(schedule(&sch).then(move |()| {
+            let late = out.schedule().then(move |()| {
+                let before = thread_cpu_ticks("nidle-");
+                thread::sleep(Duration::from_millis(500));
+                (thread_name(), thread_cpu_ticks("nidle-") - before)
+            });
+            sync_wait(late).unwrap().unwrap()
+        }))
+        .unwrap()
+        .unwrap()
+    });
+    assert!(!name.as_deref().unwrap_or("").starts_with("nidle-"), "it ran outside the pool");
+    // Half a second is 50 ticks at the usual 100 Hz: a spinning waiter shows here.
+    assert!(ticks <= 5, "the waiting worker burned {ticks} ticks in 500 ms with nothing to run");
+}
