@@ -15,6 +15,7 @@
 //! | `tree8`, `tree8_work_300ns` | an 8-ary tree of 2.4 M nodes, each summing its children through `when_all_iter` of `AnySender`s | `par_iter().map(..).sum()` over the children | |
 //! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain; the erased floor |
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
+//! | `nested_fib`, `nested_tree`, `nested_factorial` | `fib(30)`, the 2^20 tree and `9999!` (rayon-demo's divide and conquer, a schoolbook big-integer product), each node `sync_wait`ing a `when_all` of its two children on the pool: nested fork-join (`common/nested.rs`) | `rayon::join` | |
 //! | `tree1023` | chili's bench: 100 trees of 1023 nodes through `when_all`, awaited one after another by a `Task` on a worker | the same with `rayon::join` in one `install` | plain recursion |
 //!
 //! `tree8`, `tree`, `fib`, `tree1023`, `schedule/chain` and `schedule/fanout` also run
@@ -45,7 +46,8 @@
 //!
 //! For profilers, `SENDERS_POOL_PROFILE=fib:22:200 target/release/deps/pool-*` runs
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
-//! `fib_latent` and `tree_latent` (latent forks on), `fib_default` (sequential
+//! `fib_latent` and `tree_latent` (latent forks on), `nested_fib`, `nested_tree`,
+//! `nested_factorial` and `rayon_factorial` (the product `1..=n`), `fib_default` (sequential
 //! `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and `rayon_tree8` (the 8-ary tree of
 //! depth `n`), `tree8_spin` and `rayon_tree8_spin` (the same with one spin per node, so
 //! that our leaves are erased blocks as in `tree8_work_300ns`), `floor_fib`,
@@ -71,6 +73,10 @@ mod work;
 
 #[path = "common/spawn_fib.rs"]
 mod spawn_fib;
+
+#[path = "common/nested.rs"]
+mod nested;
+use nested::{nested_fib, nested_product, nested_tree, rayon_product, seq_product};
 use spawn_fib::fib_spawned;
 
 use paired::{format_ns, median};
@@ -1313,6 +1319,41 @@ fn fib_spawn_future_group(c: &mut Criterion) {
     g.finish();
 }
 
+/// The argument of the `nested_factorial` rows: rayon-demo's `9999!`.
+const FACTORIAL_N: u32 = 9999;
+
+/// Nested fork-join (issue 39): `fib(30)`, the 2^20 tree and `9999!` by divide and
+/// conquer, each node `sync_wait`ing a `when_all` of its two children on the pool
+/// (`common/nested.rs`), against the same recursions with `rayon::join`; started from
+/// the bench thread onto a worker of each pool.
+fn nested(c: &mut Criterion) {
+    let (pool, rpool) = pools();
+    let sch = &pool.scheduler();
+    let on_pool = |f: &(dyn Fn() -> u64 + Sync)| sync_wait(senders::schedule(sch).then(|()| f())).unwrap().unwrap();
+    assert_eq!(on_pool(&|| nested_fib(black_box(FIB_N), sch)), 832_040);
+    assert_eq!(on_pool(&|| nested_tree(black_box(TREE_DEPTH), sch)), (1 << TREE_DEPTH) - 1);
+    let want = seq_product(1, FACTORIAL_N);
+    assert_eq!(want.trailing_zeros(), u64::from(FACTORIAL_N - FACTORIAL_N.count_ones()), "9999! has 9991 factors 2");
+    let ours = sync_wait(senders::schedule(sch).then(|()| nested_product(1, FACTORIAL_N, sch))).unwrap().unwrap();
+    assert_eq!(ours, want, "9999!: senders");
+    assert_eq!(rpool.install(|| rayon_product(1, FACTORIAL_N)), want, "9999!: rayon");
+
+    let mut g = Group::new(c, "nested_fib", 10);
+    g.bench("senders", || on_pool(&|| nested_fib(black_box(FIB_N), sch)));
+    g.bench("rayon", || rpool.install(|| rayon_fib(black_box(FIB_N))));
+    g.finish();
+    let mut g = Group::new(c, "nested_tree", 10);
+    g.bench("senders", || on_pool(&|| nested_tree(black_box(TREE_DEPTH), sch)));
+    g.bench("rayon", || rpool.install(|| rayon_tree(black_box(TREE_DEPTH))));
+    g.finish();
+    let mut g = Group::new(c, "nested_factorial", 10);
+    g.bench("senders", || {
+        sync_wait(senders::schedule(sch).then(|()| nested_product(1, black_box(FACTORIAL_N), sch))).unwrap().unwrap()
+    });
+    g.bench("rayon", || rpool.install(|| rayon_product(1, black_box(FACTORIAL_N))));
+    g.finish();
+}
+
 /// `n` round trips `f`, each timed by [`time_cold`] after the workers have gone to
 /// sleep; prints the median time of one. Returns the number of round trips.
 fn cold(n: u64, f: &mut dyn FnMut()) -> u64 {
@@ -1340,6 +1381,15 @@ fn profile(spec: &str) {
             "fib_join" => sync_wait(starts_on(sch.clone(), fib_fork_join(n))).unwrap().unwrap(),
             "tree_join" => sync_wait(starts_on(sch.clone(), tree_fork_join(n as u32))).unwrap().unwrap(),
             "fib_spawn_future" => fib_spawned(&sch, n),
+            "nested_fib" => sync_wait(senders::schedule(&sch).then(|()| nested_fib(n, &sch))).unwrap().unwrap(),
+            "nested_tree" => {
+                sync_wait(senders::schedule(&sch).then(|()| nested_tree(n as u32, &sch))).unwrap().unwrap()
+            }
+            "nested_factorial" => {
+                let f = sync_wait(senders::schedule(&sch).then(|()| nested_product(1, n as u32, &sch)));
+                f.unwrap().unwrap().bits()
+            }
+            "rayon_factorial" => rpool.install(|| rayon_product(1, n as u32)).bits(),
             "fib_latent" => sync_wait(starts_on(latent_sch.clone(), fib_node(n))).unwrap().unwrap(),
             "tree_latent" => sync_wait(starts_on(latent_sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
@@ -1379,7 +1429,7 @@ criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
     targets = schedule, round_trip_cold, bulk_mem, bulk_compute, bulk_small, nbody, tree8, tree, tree1023, fib,
-        fib_spawn_future_group
+        fib_spawn_future_group, nested
 }
 
 fn main() {

@@ -341,11 +341,13 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// its write of the cell happens before the last arrival, after which `complete`
     /// drops the forwarder.
     fn link(&self) {
-        if self.linked.load(Ordering::Acquire) || self.linked.swap(true, Ordering::AcqRel) {
+        if self.linked.load(Ordering::Acquire) {
             return;
         }
+        // A parent token that can never stop (a `sync_wait`'s) has nothing to forward:
+        // no child needs to win `linked`, so none pays its read-modify-write.
         let token = self.env().stop_token();
-        if !token.stop_possible() {
+        if !token.stop_possible() || self.linked.swap(true, Ordering::AcqRel) {
             return;
         }
         // SAFETY: the parent's env outlives this operation's completion, and the callback

@@ -171,7 +171,11 @@ impl StartPolicy for ForkOnPool {
                         C::start_child(ops, here.trailing_zeros() as usize);
                         here &= here - 1;
                     }
-                    C::start_child(ops, 0)
+                    // The first child starts on the pool already: its first `schedule()`
+                    // on this pool completes inline, as in a forked child's job.
+                    worker.set_fresh(true);
+                    C::start_child(ops, 0);
+                    worker.set_fresh(false);
                 });
                 let held = early + Self::HOLD;
                 if early == 1 && n == 2 && !last.is_null() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
@@ -230,6 +234,9 @@ unsafe fn push_children<C: ConnectTuple<R>, R>(
         // this job does, once each; `ChildRange::run` frees the block.
         unsafe { JobRef::new(range.as_ptr(), ChildRange::<C, R>::run) }
     };
+    // Tagged as a spawn's job is: the worker that runs it (taken back, popped or stolen)
+    // is on the pool already, so the child's first `schedule()` on it completes inline.
+    let job = job.tagged();
     let data = job.data();
     worker.fork(job);
     data

@@ -687,6 +687,14 @@ impl WorkerThread {
         CURRENT.with(Cell::get)
     }
 
+    /// Sets or clears this worker's `fresh` mark (see [`take_fresh`](Self::take_fresh)):
+    /// `when_all` on the pool sets it while it starts its first child inline, which is
+    /// on the pool already.
+    #[inline(always)]
+    pub(crate) fn set_fresh(&self, fresh: bool) {
+        self.fresh.set(fresh);
+    }
+
     /// Runs work on this worker until `done()`: what `run_local` runs first (the waiting
     /// run loop's work; it returns whether it ran something), then the jobs
     /// [`find_work`](Self::find_work) finds (this worker's latent forks and deque, the

@@ -30,7 +30,7 @@ use crate::pool::{WakeWorker, WorkerThread};
 use crate::receiver::Receiver;
 use crate::scheduler::Scheduler;
 use crate::sender::{OperationState, SenderTo, sender};
-use crate::sync::{Arc, AtomicPtr, AtomicUsize, Condvar, Mutex, Ordering, lock};
+use crate::sync::{Arc, AtomicBool, AtomicPtr, AtomicUsize, Condvar, Mutex, Ordering, lock};
 
 /// A queue node: the head of every run-loop operation state.
 pub(crate) struct Node {
@@ -61,9 +61,9 @@ pub(crate) struct Inner {
     /// The thread running the loop: the address of a thread-local of that thread (0:
     /// none), so that `is_current` takes no lock.
     runner: AtomicUsize,
-    /// The pool worker that runs this loop while it waits by working
-    /// ([`RunLoop::run_on_worker`]), or null: then a push or the finish from another
-    /// thread wakes it through the pool's sleep protocol, not the condition variable.
+    /// The pool worker that runs this loop while it waits by working ([`WorkerWait`]),
+    /// or null: then a push from another thread wakes it through the pool's sleep
+    /// protocol, not the condition variable.
     waiter: AtomicPtr<WorkerThread>,
     /// Under loom: finishes in progress, which must be none when the loop is dropped.
     #[cfg(loom)]
@@ -105,6 +105,7 @@ fn spin_for_work(inner: &Inner) {
 }
 
 /// A nonzero number unique to the calling thread among live threads.
+#[inline]
 fn thread_mark() -> usize {
     THREAD_MARK.with(|m| std::ptr::from_ref(m) as usize)
 }
@@ -227,7 +228,6 @@ impl Inner {
         debug_assert!(self.done());
         self.state.store(0, Ordering::Release);
         self.runner.store(0, Ordering::Release);
-        self.waiter.store(ptr::null_mut(), Ordering::Relaxed);
     }
 }
 
@@ -344,29 +344,6 @@ impl RunLoop {
         }
     }
 
-    /// [`run`](Self::run) on a pool worker, which waits by working: until the loop is
-    /// finished and empty, it runs this loop's work first, then the pool's jobs, and
-    /// sleeps in the pool's sleep protocol when there is neither (README.md in
-    /// `src/pool`, *Waiting on a worker*). [`wait_on`](Self::wait_on) named `worker`
-    /// before the work was started.
-    pub(crate) fn run_on_worker(&self, worker: &WorkerThread) {
-        let inner = &*self.inner;
-        debug_assert!(ptr::eq(inner.waiter.load(Ordering::Relaxed), worker));
-        // Not finished with nothing queued (`done`), or something queued: `SLEEPING` is
-        // never set here.
-        worker.wait_until(|| inner.done(), || inner.run_one(), || inner.state.load(Ordering::Acquire) != 0);
-        // Finished: later pushes are refused without reading `waiter`, and the last push
-        // read it under the lock before its node was popped.
-        inner.waiter.store(ptr::null_mut(), Ordering::Relaxed);
-        inner.runner.store(0, Ordering::Release);
-    }
-
-    /// Names the pool worker (the calling thread) that will run this loop with
-    /// [`run_on_worker`](Self::run_on_worker): before any work can be scheduled on it.
-    pub(crate) fn wait_on(&self, worker: *const WorkerThread) {
-        self.inner.waiter.store(worker.cast_mut(), Ordering::Release);
-    }
-
     /// Marks the calling thread as the one running this loop before [`run`](Self::run)
     /// is entered, so work started inline first (as `sync_wait` does) sees its
     /// scheduler as current.
@@ -437,6 +414,147 @@ std::thread_local! {
     static NESTED: std::cell::RefCell<Vec<Arc<Inner>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// What a `sync_wait` on a pool worker waits on (see `src/pool/README.md`, *Waiting on
+/// a worker*): the completion's flag, and the run loop of the wait's environment, made
+/// only when somebody asks for the environment's scheduler (most waits never do, and
+/// then a wait that completes inline touches no shared word and no thread-local).
+///
+/// Lives in the waiting `sync_wait`'s frame, on the worker's stack.
+pub(crate) struct WorkerWait {
+    /// Set by the completion ([`set`](Self::set)).
+    done: AtomicBool,
+    /// The loop (an `Arc<Inner>` of this wait's own), or null until the environment's
+    /// scheduler is first asked for. Published with `SeqCst` (see `scheduler`).
+    run_loop: AtomicPtr<Inner>,
+    /// The waiting worker.
+    worker: *const WorkerThread,
+    /// The waiting worker's thread mark, the loop's `runner` once it is made.
+    mark: usize,
+}
+
+// SAFETY: shared only through the wait's environment and its receiver: the atomics, and
+// the worker's pointer and mark, which are only read (the worker's state through
+// `WakeWorker`, which keeps its registry alive).
+unsafe impl Sync for WorkerWait {}
+// SAFETY: as above.
+unsafe impl Send for WorkerWait {}
+
+impl WorkerWait {
+    /// The wait of `worker`, the calling thread's worker state.
+    #[inline]
+    pub(crate) fn new(worker: &WorkerThread) -> Self {
+        WorkerWait {
+            done: AtomicBool::new(false),
+            run_loop: AtomicPtr::new(ptr::null_mut()),
+            worker,
+            mark: thread_mark(),
+        }
+    }
+
+    /// The environment's scheduler: this wait's loop, made on the first call (on any
+    /// thread), then shared. The loop is run by the waiting worker, and a push from
+    /// another thread wakes it (`Inner::push`).
+    pub(crate) fn scheduler(&self) -> RunLoopScheduler {
+        let inner = self.run_loop.load(Ordering::Acquire);
+        if inner.is_null() {
+            return self.make_loop();
+        }
+        // SAFETY: a non-null pointer is this wait's own reference to the loop, which it
+        // keeps until the wait has returned, after which nobody asks for the scheduler.
+        unsafe {
+            Arc::increment_strong_count(inner);
+            RunLoopScheduler { inner: Arc::from_raw(inner) }
+        }
+    }
+
+    /// Makes the loop and publishes it, unless another thread did first.
+    #[cold]
+    fn make_loop(&self) -> RunLoopScheduler {
+        let made = Arc::new(Inner::new());
+        made.runner.store(self.mark, Ordering::Relaxed);
+        made.waiter.store(self.worker.cast_mut(), Ordering::Relaxed);
+        let own = Arc::into_raw(made.clone()).cast_mut();
+        // `SeqCst`: the waiter's re-check before it sleeps reads this pointer after its
+        // fence, and a push onto the loop comes after this in the order of `SeqCst`
+        // operations, so the pusher's fence follows it too: either the pusher sees the
+        // waiter's sleep bit or the waiter sees the pointer, and through it the push.
+        match self.run_loop.compare_exchange(ptr::null_mut(), own, Ordering::SeqCst, Ordering::Acquire) {
+            Ok(_) => RunLoopScheduler { inner: made },
+            Err(_) => {
+                // SAFETY: `own` came from `into_raw` above and was not published.
+                drop(unsafe { Arc::from_raw(own) });
+                drop(made);
+                self.scheduler()
+            }
+        }
+    }
+
+    /// Sets the completion's flag and wakes the waiter if it sleeps. After the store
+    /// the wait may be gone: nothing here touches it afterwards.
+    ///
+    /// # Safety
+    ///
+    /// `this` is a live wait, not set yet, and this is its one `set`.
+    #[inline]
+    pub(crate) unsafe fn set(this: *const Self) {
+        // SAFETY: alive until the store below, by the caller's contract.
+        let worker = unsafe { (*this).worker };
+        if WorkerThread::current_ptr() == worker {
+            // The waiter is this thread, running this: no wake-up to send.
+            // SAFETY: as above.
+            unsafe { (*this).done.store(true, Ordering::Release) };
+            return;
+        }
+        // SAFETY: the worker waits for this flag, so it is alive in its loop.
+        let wake = unsafe { WakeWorker::new(worker) };
+        // SAFETY: as above; the wait may be gone right after this store.
+        unsafe { (*this).done.store(true, Ordering::Release) };
+        wake.wake();
+    }
+
+    /// Waits by working until the flag is set, then finishes the loop, if one was made,
+    /// and runs what is still queued on it. `worker` is this wait's worker.
+    pub(crate) fn wait(&self, worker: &WorkerThread) {
+        debug_assert!(ptr::eq(worker, self.worker));
+        if !self.done.load(Ordering::Acquire) {
+            worker.wait_until(
+                || self.done.load(Ordering::Acquire),
+                || self.with_loop(Inner::run_one),
+                || {
+                    self.done.load(Ordering::Acquire)
+                        || self.with_loop(|inner| inner.state.load(Ordering::Acquire) != 0)
+                },
+            );
+        }
+        let inner = self.run_loop.load(Ordering::Acquire);
+        if !inner.is_null() {
+            // SAFETY: this wait's own reference, given up here, once.
+            self.finish_loop(worker, unsafe { Arc::from_raw(inner) });
+        }
+    }
+
+    /// `f` of the loop, if it was made; false otherwise.
+    #[inline]
+    fn with_loop(&self, f: impl FnOnce(&Inner) -> bool) -> bool {
+        // `SeqCst`: see `make_loop`.
+        let inner = self.run_loop.load(Ordering::SeqCst);
+        // SAFETY: this wait's own reference keeps the loop alive while it waits.
+        !inner.is_null() && f(unsafe { &*inner })
+    }
+
+    /// Finishes the loop (later schedules on it complete stopped) and runs what is
+    /// queued, working meanwhile, as `RunLoop::run` would.
+    #[cold]
+    fn finish_loop(&self, worker: &WorkerThread, inner: Arc<Inner>) {
+        inner.finish();
+        worker.wait_until(|| inner.done(), || inner.run_one(), || inner.state.load(Ordering::Acquire) != 0);
+        // Finished: later pushes are refused without reading `waiter`, and the last push
+        // read it under the lock, before its node was popped.
+        inner.waiter.store(ptr::null_mut(), Ordering::Relaxed);
+        inner.runner.store(0, Ordering::Release);
+    }
+}
+
 /// What finishes the loop of a `sync_wait`: a pointer, not a counted handle, so that a
 /// sender completing inline (on the waiting thread, the common case) costs no reference
 /// count. The waiting thread keeps the loop alive until it sees `FINISHED`, so until
@@ -479,16 +597,7 @@ impl Finisher {
                 Arc::increment_strong_count(self.inner);
                 Arc::from_raw(self.inner)
             };
-            // A worker waiting by working on the loop sleeps in its pool: prepare its
-            // wake-up while it still waits (it cannot return before the finish).
-            let wake = keep.other_thread_waiter().map(|worker| {
-                // SAFETY: the worker waits until the finish below.
-                unsafe { WakeWorker::new(worker) }
-            });
             keep.finish();
-            if let Some(wake) = wake {
-                wake.wake();
-            }
             #[cfg(loom)]
             keep.finishing.fetch_sub(1, Ordering::Relaxed);
         }
