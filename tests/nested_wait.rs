@@ -281,3 +281,21 @@ fn a_completion_from_outside_wakes_a_sleeping_waiter() {
     // Half a second is 50 ticks at the usual 100 Hz: a spinning waiter shows here.
     assert!(ticks <= 5, "the waiting worker burned {ticks} ticks in 500 ms with nothing to run");
 }
+
+/// A chain of `when_all`s, each with one child that hops onto the pool and builds the
+/// next (no `sync_wait`): the hop of a first child completes inline (it starts on the
+/// pool already) only up to a bounded nesting depth, beyond which it goes through the
+/// worker's deque, so the chain's length does not grow the worker's stack. Without the
+/// bound this overflows the stack (an abort).
+#[test]
+fn a_long_chain_of_first_children_hopping_onto_the_pool_keeps_the_stack_bounded() {
+    fn hop_chain(n: u32, sch: PoolScheduler) -> AnySender<'static, u32> {
+        if n == 0 {
+            return just(0).boxed();
+        }
+        let next = sch.clone();
+        when_all((schedule(&sch).let_value(move |()| hop_chain(n - 1, next.clone())),)).then(|(v,)| v + 1).boxed()
+    }
+    let v = within("hop chain", pool(1), |sch| sync_wait(starts_on(sch.clone(), hop_chain(200_000, sch))).unwrap());
+    assert_eq!(v, Some(200_000));
+}

@@ -124,9 +124,10 @@ impl Domain for PoolDomain {
 #[derive(Debug)]
 pub enum ForkOnPool {}
 
-/// Inline runs of taken-back children nested on one worker's stack beyond which they
-/// are left to the worker loop instead: a chain of `when_all`s nested in the second
-/// child would otherwise grow the stack with its length.
+/// Inline runs of taken-back children (and first children whose first `schedule()`
+/// completes inline) nested on one worker's stack beyond which they are left to the
+/// worker loop instead: a chain of `when_all`s nested in a child that hops onto the
+/// pool would otherwise grow the stack with its length.
 const MAX_TAKEN_BACK_DEPTH: u32 = 64;
 
 impl StartPolicy for ForkOnPool {
@@ -172,10 +173,13 @@ impl StartPolicy for ForkOnPool {
                         here &= here - 1;
                     }
                     // The first child starts on the pool already: its first `schedule()`
-                    // on this pool completes inline, as in a forked child's job.
-                    worker.set_fresh(true);
-                    C::start_child(ops, 0);
-                    worker.set_fresh(false);
+                    // on this pool completes inline, as in a forked child's job, unless
+                    // that would nest too deep (a chain of them, each hopping once).
+                    if worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+                        worker.start_fresh(|| C::start_child(ops, 0));
+                    } else {
+                        C::start_child(ops, 0);
+                    }
                 });
                 let held = early + Self::HOLD;
                 if early == 1 && n == 2 && !last.is_null() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {

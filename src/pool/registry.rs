@@ -687,12 +687,18 @@ impl WorkerThread {
         CURRENT.with(Cell::get)
     }
 
-    /// Sets or clears this worker's `fresh` mark (see [`take_fresh`](Self::take_fresh)):
-    /// `when_all` on the pool sets it while it starts its first child inline, which is
-    /// on the pool already.
+    /// Runs `start` (a `when_all`'s first child starting inline, on the pool already)
+    /// with this worker's `fresh` mark set, so that the child's first `schedule()` on
+    /// this pool completes inline (see [`take_fresh`](Self::take_fresh)); counted as a
+    /// taken-back run is ([`taken_back_depth`](Self::taken_back_depth)), since it nests
+    /// on this stack what a queue trip would have unwound. The mark is cleared after.
     #[inline(always)]
-    pub(crate) fn set_fresh(&self, fresh: bool) {
-        self.fresh.set(fresh);
+    pub(crate) fn start_fresh(&self, start: impl FnOnce()) {
+        self.taken_back.set(self.taken_back.get() + 1);
+        self.fresh.set(true);
+        start();
+        self.fresh.set(false);
+        self.taken_back.set(self.taken_back.get() - 1);
     }
 
     /// Runs work on this worker until `done()`: what `run_local` runs first (the waiting
