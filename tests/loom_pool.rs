@@ -16,8 +16,8 @@ mod whole_pool {
     use loom::thread;
 
     use senders::{
-        AnySender, CountingScope, PoolScheduler, SenderExt, StaticThreadPool, just, schedule, spawn, starts_on,
-        sync_wait, when_all,
+        AnySender, CountingScope, GetScheduler, PoolScheduler, RunLoopScheduler, SenderExt, StaticThreadPool, just,
+        read_env, schedule, spawn, starts_on, sync_wait, when_all,
     };
 
     /// What the jobs of a model did: ran their body, or completed stopped.
@@ -359,6 +359,50 @@ mod whole_pool {
             sync_wait(scope.join()).unwrap();
             assert_eq!(tally.ran() + tally.stopped(), 1);
             other.join().unwrap();
+            drop(pool);
+        });
+    }
+
+    /// (P) A `sync_wait` nested in a job on a worker waits by working: its `when_all`'s
+    /// first child completes inline (its hop onto the pool is the fresh one), the second
+    /// is forked, and either the waiting worker takes it back or the other worker steals
+    /// it. When it was stolen the waiter finds nothing to run and sleeps through the
+    /// pool's sleep protocol while the thief completes the `when_all`, which sets the
+    /// wait's flag from the other thread and wakes the waiter: the steal, the
+    /// completion and the sleep race. A lost wake-up shows as a loom deadlock.
+    #[test]
+    fn a_nested_wait_on_a_worker_races_a_steal_and_the_completion() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let sch = pool.scheduler();
+            let inner = sch.clone();
+            let outer = schedule(&sch).then(move |()| {
+                let both = when_all((schedule(&inner).then(|()| 1u32), schedule(&inner).then(|()| 10u32)));
+                sync_wait(both).unwrap().unwrap()
+            });
+            assert_eq!(sync_wait(outer).unwrap(), Some((1, 10)));
+            drop(pool);
+        });
+    }
+
+    /// (Q) Work for the nested wait's own scheduler: the waiting worker's sender hops
+    /// onto the pool (its own deque, where the other worker may steal it) and back to
+    /// the wait's run loop, which the wait makes when the scheduler is asked for. A push
+    /// onto that loop from the other worker wakes the waiter through the pool's sleep
+    /// protocol; from the waiter itself it needs none. The wait then finishes its loop.
+    #[test]
+    fn a_nested_wait_on_a_worker_runs_work_pushed_to_its_run_loop() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(2).unwrap();
+            let sch = pool.scheduler();
+            let inner = sch.clone();
+            let outer = schedule(&sch).then(move |()| {
+                let back = read_env(GetScheduler)
+                    .let_value(move |home: RunLoopScheduler| schedule(&inner).then(|()| 5u32).continues_on(home))
+                    .then(|v| (v, true));
+                sync_wait(back).unwrap().unwrap()
+            });
+            assert_eq!(sync_wait(outer).unwrap(), Some((5, true)));
             drop(pool);
         });
     }
