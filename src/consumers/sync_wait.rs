@@ -14,7 +14,8 @@ use crate::sender::{OperationState, Sender, SenderTo};
 use crate::stop::StopToken;
 
 /// Starts `sndr` and blocks the calling thread until it completes, running work
-/// scheduled on the calling thread's [`RunLoop`] meanwhile.
+/// scheduled on the calling thread's [`RunLoop`] meanwhile (on a pool worker, running
+/// the pool's work too: see [below](#on-a-pool-worker)).
 ///
 /// | completion | result |
 /// |---|---|
@@ -28,6 +29,55 @@ use crate::stop::StopToken;
 ///
 /// The call goes through `apply_sender` of the sender's domain (P2999), so a domain
 /// can replace how it waits.
+///
+/// # On a pool worker
+///
+/// Called on a worker of a [`StaticThreadPool`](crate::StaticThreadPool) (inside work
+/// running on the pool), `sync_wait` does not block the worker: it *waits by working*,
+/// as `rayon::join` does. Until the sender completes, the worker runs what the sender
+/// scheduled on this wait's own scheduler, then its own queued jobs, then jobs it steals
+/// from the other workers; only when there is nothing to run does it sleep, and the
+/// completion (or new work anywhere in the pool) wakes it. So fork-join written as
+/// nested waits never hangs for lack of workers, even on one worker:
+///
+/// ```
+/// use senders::{PoolScheduler, SenderExt, StaticThreadPool, schedule, sync_wait, when_all};
+///
+/// fn fib(n: u64, sch: &PoolScheduler) -> u64 {
+///     if n < 2 {
+///         return n;
+///     }
+///     // The first child runs here; the second is forked onto the pool, and taken back
+///     // and run here too unless another worker stole it meanwhile.
+///     let both = when_all((schedule(sch).then(|()| fib(n - 1, sch)), schedule(sch).then(|()| fib(n - 2, sch))));
+///     let (a, b) = sync_wait(both).unwrap().unwrap();
+///     a + b
+/// }
+///
+/// let pool = StaticThreadPool::new(1).unwrap();
+/// let sch = &pool.scheduler();
+/// assert_eq!(sync_wait(schedule(sch).then(|()| fib(20, sch))).unwrap(), Some(6765));
+/// ```
+///
+/// The environment is the same type as off the pools: its scheduler is this wait's
+/// [`RunLoopScheduler`] (work scheduled there runs on the waiting worker) and its domain
+/// is the default one, so what forks onto the pool is what names the pool itself (its
+/// scheduler's senders, as `schedule(sch)` above). A sender that completes inline costs
+/// no allocation and no atomic read-modify-write.
+///
+/// Two limits, as with rayon:
+///
+/// - Waits nest on the worker's stack, last in, first out: a wait returns only after
+///   everything the worker started running above it has returned. A wait whose
+///   completion depends on code that runs after an *outer* wait on the same worker
+///   returns can therefore deadlock. A wait that depends only on the work it started,
+///   or on other threads, cannot.
+/// - Each nested wait takes room on the worker's stack (about 0.5 KiB in a release
+///   build, 2.8 KiB in a debug build; more with large operation states), as do the jobs
+///   a waiting worker runs: the default stack of
+///   [`DEFAULT_STACK_SIZE`](crate::pool::DEFAULT_STACK_SIZE) (8 MiB) holds about
+///   16,000 nested waits in a release build. Deeper recursion needs a larger
+///   [`stack_size`](crate::PoolBuilder::stack_size).
 ///
 /// ```
 /// use senders::{just, sync_wait, SenderExt};
@@ -168,7 +218,9 @@ where
 }
 
 /// `sync_wait` on a pool worker: it waits by working (`WorkerWait`, and
-/// `src/pool/README.md`, *Waiting on a worker*).
+/// `src/pool/README.md`, *Waiting on a worker*). Never inlined, so that the path off the
+/// pools stays small enough to inline where it is called.
+#[inline(never)]
 fn wait_on_worker<S>(worker: &WorkerThread, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
 where
     S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,

@@ -106,9 +106,10 @@ pub fn parallel_scheduler() -> PoolScheduler {
 ///   complete stopped. The default pool offers neither.
 /// - *Tests that need a fresh pool*: a known thread count or names, idle workers at the
 ///   start, or the shutdown behaviour. Tests in one binary share the default pool.
-/// - *Nested pools*: jobs that block their worker until other work finishes (a
-///   `sync_wait` inside a job) can occupy every worker of the pool that work needs, and
-///   deadlock; give the inner work a pool of its own.
+/// - *Nested pools*: jobs that block their worker in code of their own until other work
+///   finishes (a lock, a channel) can occupy every worker of the pool that work needs,
+///   and deadlock; give the inner work a pool of its own. (A `sync_wait` inside a job
+///   does not block: the waiting worker runs the pool's work meanwhile.)
 ///
 /// # Panics
 ///

@@ -108,7 +108,7 @@ impl PoolBuilder {
     /// worker hold their forks *latent* while the worker's deque already holds a job:
     /// on the worker's private ring,
     /// published for stealing only when another worker is hungry (seen at the worker's
-    /// next fork or join) or this one is about to block in a run loop (`sync_wait`). Off
+    /// next fork or join) or this one is about to block in a run loop. Off
     /// by default: every fork then goes on the worker's deque at once, as `rayon::join`
     /// does. The switch exists to compare the two in one run (`benches/pool.rs`); DESIGN.md
     /// §6.2 has the numbers.
@@ -118,8 +118,9 @@ impl PoolBuilder {
     /// that worker publishes the sibling; nothing else does, so if the blocked child
     /// makes none, it waits forever (with the default, an idle worker steals the
     /// sibling). The same holds for a job that spawns work and then blocks in its own
-    /// code until that work has run. (Blocking in `sync_wait` is safe: it publishes
-    /// first.) This hazard, for a gain measured only on spawn-heavy trees, is why the
+    /// code until that work has run. (Waiting in `sync_wait` is safe: the waiting
+    /// worker runs its latent forks itself.) This hazard, for a gain measured only on
+    /// spawn-heavy trees, is why the
     /// option is off by default.
     ///
     /// ```

@@ -347,6 +347,7 @@ impl RunLoop {
     /// Marks the calling thread as the one running this loop before [`run`](Self::run)
     /// is entered, so work started inline first (as `sync_wait` does) sees its
     /// scheduler as current.
+    #[inline]
     pub(crate) fn claim_current_thread(&self) {
         self.inner.runner.store(thread_mark(), Ordering::Release);
     }
@@ -367,11 +368,19 @@ impl RunLoop {
     /// (not used by an outer `sync_wait` of this thread), else one of the loops nested
     /// waits of this thread used before, else a new one. Give it back with
     /// [`recycle`](Self::recycle).
+    #[inline]
     pub(crate) fn for_sync_wait() -> RunLoop {
         #[cfg(not(loom))]
         if let Some(inner) = CACHE.with(|c| c.take()) {
             return RunLoop { inner };
         }
+        Self::for_nested_sync_wait()
+    }
+
+    /// [`for_sync_wait`](Self::for_sync_wait) when the cached loop is taken: out of the
+    /// common path.
+    #[cold]
+    fn for_nested_sync_wait() -> RunLoop {
         #[cfg(not(loom))]
         if let Some(inner) = NESTED.with(|n| n.borrow_mut().pop()) {
             return RunLoop { inner };
@@ -492,10 +501,13 @@ impl WorkerWait {
     /// Sets the completion's flag and wakes the waiter if it sleeps. After the store
     /// the wait may be gone: nothing here touches it afterwards.
     ///
+    /// Out of line, so that `sync_wait`'s completion off the pools stays small enough to
+    /// inline.
+    ///
     /// # Safety
     ///
     /// `this` is a live wait, not set yet, and this is its one `set`.
-    #[inline]
+    #[inline(never)]
     pub(crate) unsafe fn set(this: *const Self) {
         // SAFETY: alive until the store below, by the caller's contract.
         let worker = unsafe { (*this).worker };
