@@ -793,7 +793,7 @@ impl WakeWorker {
         // SAFETY: the worker is alive in its loop (it waits), and neither field is ever
         // written after the worker started: reading them from this thread races nothing.
         // The registry handle is `Sync`; cloning it counts this thread's reference.
-        unsafe { WakeWorker { registry: (*(&raw const (*worker).registry)).clone(), index: (*worker).index } }
+        unsafe { WakeWorker { registry: (*worker).registry.clone(), index: (*worker).index } }
     }
 
     /// Wakes the worker if it sleeps (`Sleep::wake_worker`). Call after publishing.
