@@ -109,7 +109,8 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     }
 
     /// `apply_sender(domain, sync_wait, sndr)`: blocks until `sndr` completes. The
-    /// default drives a [`RunLoop`](crate::RunLoop) on the calling thread.
+    /// default drives a [`RunLoop`](crate::RunLoop) on the calling thread, or, on a pool
+    /// worker, waits by working (see [`sync_wait`](crate::sync_wait)).
     fn apply_sync_wait<S>(self, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
     where
         S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
