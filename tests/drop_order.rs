@@ -122,3 +122,46 @@ fn a_future_dropped_after_its_work_completed_drops_the_result_in_the_scope() {
     .unwrap();
     live.assert_none_alive("after let_async_scope completed");
 }
+
+/// A `let_async_scope` whose spawned work fails: the returned sender's value, which
+/// the completion does not deliver, dies before the error is delivered (the scope
+/// completes on the pool, where its join hops back to).
+#[test]
+fn a_failed_scope_drops_the_returned_value_before_completing() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = Live::new();
+        let live_ref = &live;
+        let r = sync_wait(starts_on(
+            pool.scheduler(),
+            just(()).with_error::<u32>().let_async_scope(move |tk, ()| {
+                spawn(just_error::<(), u32>(7), tk);
+                just(live_ref.track(1)).with_error::<u32>()
+            }),
+        ));
+        assert!(matches!(r, Err(7)), "the spawned work's error is the completion");
+        live.assert_none_alive("after sync_wait returned");
+    }
+}
+
+/// The same when spawned work panics: the returned value dies before the panic is
+/// delivered.
+#[test]
+fn a_panicked_scope_drops_the_returned_value_before_completing() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = Live::new();
+        let live_ref = &live;
+        let message = common::panic_message(|| {
+            sync_wait(starts_on(
+                pool.scheduler(),
+                just(()).let_async_scope(move |tk, ()| {
+                    spawn(just(()).then(|()| panic!("spawned work")), tk);
+                    just(live_ref.track(1))
+                }),
+            ))
+        });
+        assert_eq!(message, "spawned work");
+        live.assert_none_alive("after the panic resumed");
+    }
+}
