@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Live;
+use common::{Live, Tracked};
 use senders::*;
 use std::convert::Infallible;
 use std::sync::Barrier;
@@ -162,6 +162,38 @@ fn a_panicked_scope_drops_the_returned_value_before_completing() {
             ))
         });
         assert_eq!(message, "spawned work");
+        live.assert_none_alive("after the panic resumed");
+    }
+}
+
+/// A value whose drop panics.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("the value's drop");
+        }
+    }
+}
+
+/// A pool `bulk` that fails with an error, whose value then panics in its drop: the
+/// panic replaces the error, and the error dies before the panic is delivered.
+#[test]
+fn a_pool_bulk_drops_its_error_before_delivering_a_panic_that_replaced_it() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = Live::new();
+        let live_ref = &live;
+        let message = common::panic_message(|| {
+            sync_wait(starts_on(
+                pool.scheduler(),
+                just(PanicsOnDrop).with_error::<Tracked<'_, u32>>().bulk(4, move |i, _: &PanicsOnDrop| {
+                    if i == 0 { Err(live_ref.track(1)) } else { Ok(()) }
+                }),
+            ))
+        });
+        assert_eq!(message, "the value's drop");
         live.assert_none_alive("after the panic resumed");
     }
 }
