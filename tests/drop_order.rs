@@ -7,10 +7,12 @@
 mod common;
 
 use common::{Live, Tracked};
+use senders::domain::NoDomain;
+use senders::time::ScheduleAt;
 use senders::*;
 use std::convert::Infallible;
-use std::sync::Barrier;
-use std::time::Duration;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 /// `continues_on`'s hop completing stopped drops the value it carried before the
 /// waiter is released (the value died on the worker after `sync_wait` returned).
@@ -195,5 +197,64 @@ fn a_pool_bulk_drops_its_error_before_delivering_a_panic_that_replaced_it() {
         });
         assert_eq!(message, "the value's drop");
         live.assert_none_alive("after the panic resumed");
+    }
+}
+
+/// A count for values that must be `'static` (a scheduler, a query key, a panic
+/// payload): leaked, one per test.
+fn static_live() -> &'static Live {
+    Box::leak(Box::new(Live::new()))
+}
+
+/// An inline scheduler whose handles share a tracked value: it dies with the last one.
+#[derive(Clone)]
+struct TrackedInline(Arc<Tracked<'static, ()>>);
+
+impl PartialEq for TrackedInline {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// The sender of [`TrackedInline`]'s `schedule()`.
+struct TrackedInlineSender(TrackedInline);
+
+impl Sender for TrackedInlineSender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = TrackedInline;
+    fn completion_scheduler(&self) -> TrackedInline {
+        self.0.clone()
+    }
+}
+
+impl<R: Receiver<(), Infallible>> SenderTo<R> for TrackedInlineSender {
+    type Operation = <<InlineScheduler as Scheduler>::Sender as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        InlineScheduler.schedule().connect(receiver)
+    }
+}
+
+impl Scheduler for TrackedInline {
+    type Domain = NoDomain;
+    type Sender = TrackedInlineSender;
+    fn schedule(&self) -> TrackedInlineSender {
+        TrackedInlineSender(self.clone())
+    }
+}
+
+/// A timer that is due when it starts, on a pool worker, completes inline through its
+/// scheduler: the operation's handle of the scheduler dies before the completion.
+#[test]
+fn a_due_timer_drops_its_scheduler_before_completing() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = static_live();
+        let sch = TrackedInline(Arc::new(live.track(())));
+        let timer = ScheduleAt::new(sch, Some(Instant::now()));
+        assert_eq!(sync_wait(starts_on(pool.scheduler(), timer)), Ok(Some(())));
+        live.assert_none_alive("after sync_wait returned");
     }
 }
