@@ -258,3 +258,22 @@ fn a_due_timer_drops_its_scheduler_before_completing() {
         live.assert_none_alive("after sync_wait returned");
     }
 }
+
+/// A query key with a tracked value.
+struct TrackedKey(#[allow(dead_code)] Tracked<'static, ()>);
+
+impl Query for TrackedKey {
+    type Value = u32;
+}
+
+/// `read_env` started on a pool worker: its query key dies before the completion.
+#[test]
+fn read_env_drops_its_query_before_completing() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = static_live();
+        let r = sync_wait(starts_on(pool.scheduler(), read_env(TrackedKey(live.track(())))));
+        assert_eq!(r, Ok(Some(None)), "no answer written");
+        live.assert_none_alive("after sync_wait returned");
+    }
+}
