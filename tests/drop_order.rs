@@ -11,6 +11,7 @@ use senders::domain::NoDomain;
 use senders::time::ScheduleAt;
 use senders::*;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -275,5 +276,87 @@ fn read_env_drops_its_query_before_completing() {
         let r = sync_wait(starts_on(pool.scheduler(), read_env(TrackedKey(live.track(())))));
         assert_eq!(r, Ok(Some(None)), "no answer written");
         live.assert_none_alive("after sync_wait returned");
+    }
+}
+
+/// A scheduler whose `schedule()` completes with a panic inline, and whose operation
+/// then panics in its drop with a tracked payload.
+#[derive(Clone, Copy)]
+struct PanickySched(&'static Live);
+
+impl PartialEq for PanickySched {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+/// The sender of [`PanickySched`]'s `schedule()`.
+struct PanickySender(PanickySched);
+
+impl Sender for PanickySender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = PanickySched;
+    fn completion_scheduler(&self) -> PanickySched {
+        self.0
+    }
+}
+
+impl<R: Receiver<(), Infallible>> SenderTo<R> for PanickySender {
+    type Operation = PanickyOp<R>;
+    fn connect(self, receiver: R) -> PanickyOp<R> {
+        PanickyOp { rcvr: Some(receiver), live: (self.0).0 }
+    }
+}
+
+impl Scheduler for PanickySched {
+    type Domain = NoDomain;
+    type Sender = PanickySender;
+    fn schedule(&self) -> PanickySender {
+        PanickySender(*self)
+    }
+}
+
+/// The operation of [`PanickySender`].
+struct PanickyOp<R> {
+    rcvr: Option<R>,
+    live: &'static Live,
+}
+
+impl<R: Receiver<(), Infallible>> OperationState for PanickyOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `rcvr` is not structurally pinned: it is moved out, never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some(rcvr) = this.rcvr.take() {
+            rcvr.set_panic(Panic::new(Box::new("the scheduler")));
+        }
+    }
+}
+
+impl<R> Drop for PanickyOp<R> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            std::panic::panic_any(self.live.track(()));
+        }
+    }
+}
+
+/// A task that moves to a scheduler whose `schedule()` panics, and whose operation
+/// panics again in its drop: the second panic's payload dies before the first
+/// completes the task (on the pool worker the task started on).
+#[test]
+fn a_task_hop_drops_a_second_panic_before_resuming_the_task() {
+    let pool = common::pool(2);
+    for _ in 0..4 {
+        let live = static_live();
+        let task = Task::<(), Infallible>::new(async move {
+            change_scheduler(PanickySched(live)).await;
+            Ok(())
+        });
+        let message = common::panic_message(|| sync_wait(starts_on(pool.scheduler(), task)));
+        assert_eq!(message, "the scheduler");
+        live.assert_none_alive("after the panic resumed");
     }
 }
