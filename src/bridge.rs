@@ -304,6 +304,8 @@ impl Invoke for StopFuture {
     fn invoke(self) {
         // SAFETY: the operation (and its flag) is alive while the callback is registered.
         unsafe { (*self.1).store(true, Ordering::Release) };
+        // DROP ORDER: the wake-up may complete the operation; the wake handle dropped
+        // after it is shared, reference-counted, and holds no user data.
         self.0.wake_up();
     }
 }
@@ -453,6 +455,8 @@ where
             *(*this).stop_cb.get() = None;
             ((*(*this).rcvr.get()).take().expect("from_future: completes once"), (*(*this).hop_panic.get()).take())
         };
+        // DROP ORDER: `result` is `None` whenever a hop panicked (the poll is skipped), so
+        // the `_` below leaves nothing to drop after the completion.
         match (hop_panic, result) {
             (Some(p), _) => rcvr.set_panic(p),
             (None, Some(Ok(v))) => rcvr.set_value(v),

@@ -105,7 +105,8 @@ impl Invoke for Forward {
         if !fwd.enter() {
             return;
         }
-        // A panic in a stop callback is resumed only after leaving.
+        // A panic in a stop callback is resumed only after leaving. DROP ORDER: it is
+        // the requesting thread's, not the operation's, so it may outlive the hand-off.
         let requested = catch(|| fwd.source.request_stop());
         if fwd.leave() {
             // SAFETY: the child completed while this forwarder ran, and this is the last
