@@ -191,9 +191,9 @@ fn a_pool_bulk_drops_its_error_before_delivering_a_panic_that_replaced_it() {
         let message = common::panic_message(|| {
             sync_wait(starts_on(
                 pool.scheduler(),
-                just(PanicsOnDrop).with_error::<Tracked<'_, u32>>().bulk(4, move |i, _: &PanicsOnDrop| {
-                    if i == 0 { Err(live_ref.track(1)) } else { Ok(()) }
-                }),
+                just(PanicsOnDrop)
+                    .with_error::<Tracked<'_, u32>>()
+                    .bulk(4, move |i, _: &PanicsOnDrop| if i == 0 { Err(live_ref.track(1)) } else { Ok(()) }),
             ))
         });
         assert_eq!(message, "the value's drop");
@@ -261,7 +261,9 @@ fn a_due_timer_drops_its_scheduler_before_completing() {
 }
 
 /// A query key with a tracked value.
-struct TrackedKey(#[allow(dead_code)] Tracked<'static, ()>);
+struct TrackedKey {
+    _alive: Tracked<'static, ()>,
+}
 
 impl Query for TrackedKey {
     type Value = u32;
@@ -273,7 +275,7 @@ fn read_env_drops_its_query_before_completing() {
     let pool = common::pool(2);
     for _ in 0..4 {
         let live = static_live();
-        let r = sync_wait(starts_on(pool.scheduler(), read_env(TrackedKey(live.track(())))));
+        let r = sync_wait(starts_on(pool.scheduler(), read_env(TrackedKey { _alive: live.track(()) })));
         assert_eq!(r, Ok(Some(None)), "no answer written");
         live.assert_none_alive("after sync_wait returned");
     }
