@@ -67,7 +67,10 @@ where
         // SAFETY: `inner` is not structurally pinned: it is moved out, never pinned.
         let this = unsafe { self.get_unchecked_mut() };
         if let Some((query, rcvr)) = this.inner.take() {
-            match crate::panic::catch(|| query.ask(rcvr.env())) {
+            let env = rcvr.env();
+            // DROP ORDER: the closure takes the query, which dies in it, before the
+            // completion.
+            match crate::panic::catch(move || query.ask(env)) {
                 Ok(answer) => rcvr.set_value(answer),
                 Err(panic) => rcvr.set_panic(panic),
             }

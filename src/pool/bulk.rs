@@ -212,6 +212,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
     }
 
     fn fail(&self, failure: Option<Failure<E>>) {
+        // DROP ORDER: a failure that loses is dropped when this returns, before the arrival.
         let target = if failure.is_some() { FAILED } else { STOPPED };
         let mut cur = self.state.load(Ordering::Relaxed);
         while cur != FAILED && !(cur == STOPPED && target == STOPPED) {
@@ -348,12 +349,17 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             // The value is not delivered: drop it before completing (the crate's discard
             // rule), and let a panic in its `Drop` replace a stop or an error.
             let dropped = discard(value);
-            match (state, (*s.failure.get()).take(), dropped) {
-                (_, Some(Failure::Panic(p)), _) => rcvr.set_panic(p),
-                (_, _, Err(p)) => rcvr.set_panic(p),
-                (STOPPED, _, Ok(())) => rcvr.set_stopped(),
-                (_, Some(Failure::Error(e)), Ok(())) => rcvr.set_error(e),
+            // DROP ORDER: what the completion does not deliver (an error the panic
+            // replaces, a second panic) is dropped at the end of this `let`, before it.
+            let failure = match (state, (*s.failure.get()).take(), dropped) {
+                (_, Some(Failure::Panic(p)), _) | (_, _, Err(p)) => Some(Failure::Panic(p)),
+                (STOPPED, _, Ok(())) => None,
+                (_, Some(Failure::Error(e)), Ok(())) => Some(Failure::Error(e)),
                 (_, None, Ok(())) => unreachable!("bulk: failed without a failure"),
+            };
+            match failure {
+                Some(failure) => failure.deliver(rcvr),
+                None => rcvr.set_stopped(),
             }
         }
     }

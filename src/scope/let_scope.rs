@@ -38,7 +38,8 @@ use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
 use crate::factories::just::{Just, just};
 use crate::job::JobRef;
-use crate::panic::{Panic, catch};
+use crate::outcome::Outcome;
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::{OperationState, Sender, SenderTo, sender};
@@ -446,12 +447,25 @@ impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
         // SAFETY: the join ordered every write of the slot before this read.
         let error = shared.error.with_mut(|e| unsafe { (*e).take() });
         shared.core.release();
-        match (panic, error, result) {
-            (Some(p), _, _) => rcvr.set_panic(p),
-            (None, Some(e), _) => rcvr.set_error(e),
-            (None, None, Some(Some(v))) => rcvr.set_value(v),
-            (None, None, _) => rcvr.set_stopped(),
-        }
+        // DROP ORDER: what the completion does not deliver (the result after a panic or
+        // an error, the error after a panic) is discarded in this `let`, before it; a
+        // panic in a discarded value's drop loses to a panic and replaces an error.
+        let outcome = match (panic, error, result) {
+            (Some(p), error, result) => {
+                let _ = discard((error, result));
+                Outcome::Panic(p)
+            }
+            (None, Some(e), result) => match discard(result) {
+                Ok(()) => Outcome::Error(e),
+                Err(p) => {
+                    let _ = discard(e);
+                    Outcome::Panic(p)
+                }
+            },
+            (None, None, Some(Some(v))) => Outcome::Value(v),
+            (None, None, _) => Outcome::Stopped,
+        };
+        outcome.deliver(rcvr)
     }
 }
 
@@ -518,6 +532,8 @@ impl<Sch: MaybeScheduler, E: Send, V2, R, X: Into<E>> Receiver<V2, X> for LetRes
     fn env(&self) -> &Self::Env {
         &self.assoc
     }
+    // DROP ORDER: each method stores or reports first; dropping `self` at its end ends the
+    // association, the arrival that may let the join complete.
     fn set_value(self, value: V2) {
         self.store(Some(value))
     }

@@ -1186,6 +1186,7 @@ where
             }
             let frame = op.frame.get().expect("task: frame");
             let raw = RawWaker::new(ctx.cast(), &RAW_VTABLE);
+            // DROP ORDER: it outlives `finish` below, and its drop (`raw_drop`) does nothing.
             // SAFETY: the vtable's functions uphold the `RawWaker` contract (see them).
             let waker = unsafe { Waker::from_raw(raw) };
             let mut cx = Context::from_waker(&waker);

@@ -241,7 +241,9 @@ where
                 return fail(discard(sch));
             }
             let rcvr = TimerReceiver { state };
-            let timers = match catch(|| (sch.schedule().connect(rcvr), Timers::global())) {
+            // DROP ORDER: the closure takes the scheduler, which dies in it, before the
+            // timer can complete the operation (here, or on another thread).
+            let timers = match catch(move || (sch.schedule().connect(rcvr), Timers::global())) {
                 Ok((hop, timers)) => {
                     // Not shared yet: the hop starts only once the node fires.
                     *(*op).hop.get() = Some(hop);
