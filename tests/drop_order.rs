@@ -201,12 +201,6 @@ fn a_pool_bulk_drops_its_error_before_delivering_a_panic_that_replaced_it() {
     }
 }
 
-/// A count for values that must be `'static` (a scheduler, a query key, a panic
-/// payload): leaked, one per test.
-fn static_live() -> &'static Live {
-    Box::leak(Box::new(Live::new()))
-}
-
 /// An inline scheduler whose handles share a tracked value: it dies with the last one.
 #[derive(Clone)]
 struct TrackedInline(Arc<Tracked<'static, ()>>);
@@ -252,7 +246,10 @@ impl Scheduler for TrackedInline {
 fn a_due_timer_drops_its_scheduler_before_completing() {
     let pool = common::pool(2);
     for _ in 0..4 {
-        let live = static_live();
+        // Values that must be `'static` (a scheduler, a query key, a panic payload)
+        // count in a `static`.
+        static LIVE: Live = Live::new();
+        let live = &LIVE;
         let sch = TrackedInline(Arc::new(live.track(())));
         let timer = ScheduleAt::new(sch, Some(Instant::now()));
         assert_eq!(sync_wait(starts_on(pool.scheduler(), timer)), Ok(Some(())));
@@ -274,7 +271,10 @@ impl Query for TrackedKey {
 fn read_env_drops_its_query_before_completing() {
     let pool = common::pool(2);
     for _ in 0..4 {
-        let live = static_live();
+        // Values that must be `'static` (a scheduler, a query key, a panic payload)
+        // count in a `static`.
+        static LIVE: Live = Live::new();
+        let live = &LIVE;
         let r = sync_wait(starts_on(pool.scheduler(), read_env(TrackedKey { _alive: live.track(()) })));
         assert_eq!(r, Ok(Some(None)), "no answer written");
         live.assert_none_alive("after sync_wait returned");
@@ -352,7 +352,10 @@ impl<R> Drop for PanickyOp<R> {
 fn a_task_hop_drops_a_second_panic_before_resuming_the_task() {
     let pool = common::pool(2);
     for _ in 0..4 {
-        let live = static_live();
+        // Values that must be `'static` (a scheduler, a query key, a panic payload)
+        // count in a `static`.
+        static LIVE: Live = Live::new();
+        let live = &LIVE;
         let task = Task::<(), Infallible>::new(async move {
             change_scheduler(PanickySched(live)).await;
             Ok(())

@@ -575,9 +575,10 @@ pub struct Live {
 }
 
 impl Live {
-    /// A count with nothing alive.
-    pub fn new() -> Self {
-        Live::default()
+    /// A count with nothing alive (`const`: a `static` one serves values that must be
+    /// `'static`).
+    pub const fn new() -> Self {
+        Live { alive: AtomicUsize::new(0), created: AtomicUsize::new(0) }
     }
 
     /// `value`, tracked: counted alive until its drop has finished.
