@@ -446,9 +446,19 @@ impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
         // SAFETY: the join ordered every write of the slot before this read.
         let error = shared.error.with_mut(|e| unsafe { (*e).take() });
         shared.core.release();
+        // DROP ORDER: a panic or an error moves what it does not deliver (an error, the
+        // returned sender's value) out of the scrutinee and drops it before the
+        // completion: a `_` pattern would leave it in the tuple temporary until the end
+        // of the `match`, after the waiter is released.
         match (panic, error, result) {
-            (Some(p), _, _) => rcvr.set_panic(p),
-            (None, Some(e), _) => rcvr.set_error(e),
+            (Some(p), error, result) => {
+                drop((error, result));
+                rcvr.set_panic(p)
+            }
+            (None, Some(e), result) => {
+                drop(result);
+                rcvr.set_error(e)
+            }
             (None, None, Some(Some(v))) => rcvr.set_value(v),
             (None, None, _) => rcvr.set_stopped(),
         }
