@@ -618,3 +618,70 @@ impl<T> Drop for Tracked<'_, T> {
         self.live.alive.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// TimerThreadScheduler
+
+/// A scheduler whose `schedule()` completes inline, on the thread that starts it, made
+/// timed with the crate's timers ([`ScheduleAt`](senders::time::ScheduleAt)). The timer
+/// thread starts the `schedule()` of a due timer, so a timed sender of this scheduler
+/// completes on the timer thread (and what follows it runs there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerThreadScheduler;
+
+impl senders::Scheduler for TimerThreadScheduler {
+    type Domain = NoDomain;
+    type Sender = TimerThreadSender;
+    fn schedule(&self) -> TimerThreadSender {
+        TimerThreadSender
+    }
+}
+
+impl senders::TimedScheduler for TimerThreadScheduler {
+    type TimedSender = senders::time::ScheduleAt<Self>;
+    fn schedule_at(&self, deadline: Instant) -> senders::time::ScheduleAt<Self> {
+        senders::time::ScheduleAt::new(*self, Some(deadline))
+    }
+}
+
+/// The sender of `TimerThreadScheduler::schedule()`: completes inline when started
+/// (stopped if a stop was already requested).
+pub struct TimerThreadSender;
+
+impl Sender for TimerThreadSender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = TimerThreadScheduler;
+    fn completion_scheduler(&self) -> TimerThreadScheduler {
+        TimerThreadScheduler
+    }
+}
+
+impl<R: Receiver<(), Infallible>> SenderTo<R> for TimerThreadSender {
+    type Operation = TimerThreadOp<R>;
+    fn connect(self, receiver: R) -> TimerThreadOp<R> {
+        TimerThreadOp { rcvr: Some(receiver), _pin: PhantomPinned }
+    }
+}
+
+/// The operation state of [`TimerThreadSender`].
+pub struct TimerThreadOp<R> {
+    rcvr: Option<R>,
+    _pin: PhantomPinned,
+}
+
+impl<R: Receiver<(), Infallible>> OperationState for TimerThreadOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `rcvr` is not structurally pinned; it is moved out, never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some(rcvr) = this.rcvr.take() {
+            if rcvr.env().stop_token().stop_requested() {
+                rcvr.set_stopped();
+            } else {
+                rcvr.set_value(());
+            }
+        }
+    }
+}
