@@ -7,6 +7,7 @@ use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAs
 use crate::adaptors::continues_on::{ScheduleFrom, schedule_from};
 use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
+use crate::adaptors::let_ref::{LendAny, LendFn, LendScope, LendTyped, LetValueRef};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::any::{AnyReceiver, AnySender};
@@ -187,6 +188,80 @@ pub trait SenderExt: Sender {
         S2: Sender<Error = Self::Error>,
     {
         Let::new(self, f)
+    }
+
+    /// `let_value` by reference (P2300's own semantics): the value is kept in the
+    /// operation, `f` gets `&mut` it and returns an [`AnySender`] that may borrow it; when
+    /// that sender completes with `u`, its operation is dropped and this sender completes
+    /// with `(value, u)`. Errors, stop and panics of either stage pass through, after the
+    /// value is dropped. See [`let_ref`](crate::adaptors::LetValueRef) for the rules.
+    ///
+    /// The usual divide and conquer: lend the parts of a buffer to the children, then
+    /// use the whole buffer again.
+    ///
+    /// ```
+    /// use senders::{AnySender, SenderExt, just, sync_wait_value, when_all};
+    ///
+    /// fn sort(v: &mut [u32]) -> AnySender<'_, ()> {
+    ///     if v.len() <= 4 {
+    ///         v.sort_unstable();
+    ///         return just(()).boxed();
+    ///     }
+    ///     just(v)
+    ///         .let_value_ref(|v| {
+    ///             let (left, right) = v.split_at_mut(v.len() / 2);
+    ///             when_all((sort(left), sort(right))).boxed()
+    ///         })
+    ///         .then(|(v, _)| {
+    ///             let mid = v.len() / 2;
+    ///             let mut merged = v.to_vec();
+    ///             let (mut i, mut j) = (0, mid);
+    ///             for slot in merged.iter_mut() {
+    ///                 *slot = if j == v.len() || (i < mid && v[i] <= v[j]) { i += 1; v[i - 1] } else { j += 1; v[j - 1] };
+    ///             }
+    ///             v.copy_from_slice(&merged);
+    ///         })
+    ///         .boxed()
+    /// }
+    ///
+    /// let mut data = vec![9, 3, 7, 1, 8, 2, 6, 4, 5, 0];
+    /// sync_wait_value(sort(&mut data));
+    /// assert_eq!(data, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    /// ```
+    fn let_value_ref<'env, F, U, Sch>(self, f: F) -> LetValueRef<Self, LendAny<'env, F, U, Sch>>
+    where
+        F: for<'a> FnOnce(&'a mut Self::Value, LendScope<'a, 'env>) -> AnySender<'a, U, Self::Error, Sch>,
+        Sch: MaybeScheduler,
+    {
+        LetValueRef::new(self, LendAny::new(f))
+    }
+
+    /// [`let_value_ref`](Self::let_value_ref) with a sender of any type, which may depend
+    /// on the borrow: `f` is a [`LendFn`], such as a function item
+    /// `fn step<'a>(v: &'a mut V) -> impl Sender<Value = U, Error = E> + 'a`. No heap
+    /// block. A closure does not fit when its sender borrows the value (its return type
+    /// cannot name the argument's lifetime); use `let_value_ref` there.
+    ///
+    /// ```
+    /// use senders::{Sender, SenderExt, just, sync_wait_value};
+    /// use std::convert::Infallible;
+    ///
+    /// fn double_all<'a>(v: &'a mut Vec<i32>) -> impl Sender<Value = usize, Error = Infallible> + 'a {
+    ///     just(()).then(move |()| {
+    ///         v.iter_mut().for_each(|x| *x *= 2);
+    ///         v.len()
+    ///     })
+    /// }
+    ///
+    /// let (v, n) = sync_wait_value(just(vec![1, 2, 3]).let_value_ref_with(double_all));
+    /// assert_eq!((v, n), (vec![2, 4, 6], 3));
+    /// ```
+    fn let_value_ref_with<'v, F, U>(self, f: F) -> LetValueRef<Self, LendTyped<'v, F, U>>
+    where
+        Self::Value: 'v,
+        F: for<'a> LendFn<'a, Self::Value, U, Self::Error>,
+    {
+        LetValueRef::new(self, LendTyped::new(f))
     }
 
     /// `let_error(sndr, f)`: on error `e`, continues with the sender `f(e)`.

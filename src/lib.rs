@@ -88,7 +88,7 @@
 //! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
 //! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env`, `defer` |
 //! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all` (and `fork_join`), `when_any`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
-//! | `src/consumers/` | `sync_wait` |
+//! | `src/consumers/` | `sync_wait`, `sync_wait_value` |
 //! | `src/schedulers/` | `RunLoop`, `InlineScheduler`, `SingleThreadContext` |
 //! | `src/time/` | timed schedulers (`schedule_at`, `schedule_after`), the timer service, `timeout` |
 //! | `src/ext.rs` | [`SenderExt`], the methods that chain adaptors |
@@ -138,7 +138,7 @@ pub use adaptors::{
 };
 pub use any::AnySender;
 pub use bridge::{from_future, into_awaitable};
-pub use consumers::sync_wait;
+pub use consumers::{sync_wait, sync_wait_value};
 pub use domain::{DefaultDomain, Domain};
 pub use env::{EmptyEnv, Env, EnvExt, GetDomain, GetScheduler, Query};
 pub use ext::SenderExt;
