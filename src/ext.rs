@@ -191,12 +191,17 @@ pub trait SenderExt: Sender {
     }
 
     /// `let_value` by reference (P2300's own semantics): the value is kept in the
-    /// operation, `f` gets `&mut` it and returns an [`AnySender`] that may borrow it; when
-    /// that sender completes with `u`, its operation is dropped and this sender completes
-    /// with `(value, u)`. Errors, stop and panics of either stage pass through, after the
-    /// value is dropped. See [`let_ref`](crate::adaptors::LetValueRef) for the rules.
+    /// operation and lent to `f`, as `&'a mut V`; the [`AnySender`] that `f` returns may
+    /// borrow it, and anything `f` captures by reference, until it completes. Then its
+    /// operation is dropped and this sender completes with `(value, u)`, `u` being that
+    /// sender's value: the parent has its value back. Errors, stop and panics of either
+    /// stage pass through, after the value is dropped. `f`'s second argument only
+    /// carries the lifetimes ([`LendScope`]); ignore it with `_`. See
+    /// [`LetValueRef`](crate::adaptors::LetValueRef) for the rules, and
+    /// [`let_value_ref_with`](Self::let_value_ref_with) for a typed sender in place of
+    /// the `AnySender`.
     ///
-    /// The usual divide and conquer: lend the parts of a buffer to the children, then
+    /// The usual divide and conquer: lend the halves of a buffer to the children, then
     /// use the whole buffer again.
     ///
     /// ```
@@ -208,17 +213,18 @@ pub trait SenderExt: Sender {
     ///         return just(()).boxed();
     ///     }
     ///     just(v)
-    ///         .let_value_ref(|v| {
+    ///         .let_value_ref(|v, _| {
     ///             let (left, right) = v.split_at_mut(v.len() / 2);
     ///             when_all((sort(left), sort(right))).boxed()
     ///         })
-    ///         .then(|(v, _)| {
-    ///             let mid = v.len() / 2;
-    ///             let mut merged = v.to_vec();
-    ///             let (mut i, mut j) = (0, mid);
-    ///             for slot in merged.iter_mut() {
-    ///                 *slot = if j == v.len() || (i < mid && v[i] <= v[j]) { i += 1; v[i - 1] } else { j += 1; v[j - 1] };
+    ///         .then(|(v, ((), ()))| {
+    ///             let (left, right) = v.split_at(v.len() / 2);
+    ///             let (mut i, mut j, mut merged) = (0, 0, Vec::with_capacity(v.len()));
+    ///             while i < left.len() && j < right.len() {
+    ///                 if left[i] <= right[j] { merged.push(left[i]); i += 1 } else { merged.push(right[j]); j += 1 }
     ///             }
+    ///             merged.extend_from_slice(&left[i..]);
+    ///             merged.extend_from_slice(&right[j..]);
     ///             v.copy_from_slice(&merged);
     ///         })
     ///         .boxed()
@@ -237,24 +243,27 @@ pub trait SenderExt: Sender {
     }
 
     /// [`let_value_ref`](Self::let_value_ref) with a sender of any type, which may depend
-    /// on the borrow: `f` is a [`LendFn`], such as a function item
-    /// `fn step<'a>(v: &'a mut V) -> impl Sender<Value = U, Error = E> + 'a`. No heap
-    /// block. A closure does not fit when its sender borrows the value (its return type
-    /// cannot name the argument's lifetime); use `let_value_ref` there.
+    /// on the loan: `f` is a [`LendFn`], a function item such as
+    /// `fn step<'a>(v: &'a mut V) -> SomeSender<'a>`, whose sender is kept in the
+    /// operation without a heap block. A closure fits only if its sender does not borrow
+    /// the value (a closure's return type cannot name its argument's lifetime), and the
+    /// sender's type must be nameable (`impl Sender` hides how it connects): use
+    /// `let_value_ref` where either bites.
     ///
     /// ```
-    /// use senders::{Sender, SenderExt, just, sync_wait_value};
-    /// use std::convert::Infallible;
+    /// use senders::adaptors::WhenAll;
+    /// use senders::{AnySender, SenderExt, just, sync_wait_value, when_all};
     ///
-    /// fn double_all<'a>(v: &'a mut Vec<i32>) -> impl Sender<Value = usize, Error = Infallible> + 'a {
-    ///     just(()).then(move |()| {
-    ///         v.iter_mut().for_each(|x| *x *= 2);
-    ///         v.len()
-    ///     })
+    /// fn fill(part: &mut [u32], base: u32) -> AnySender<'_, ()> {
+    ///     just(part).then(move |part| part.iter_mut().zip(base..).for_each(|(x, i)| *x = i)).boxed()
+    /// }
+    /// fn halves<'a>(v: &'a mut Vec<u32>) -> WhenAll<(AnySender<'a, ()>, AnySender<'a, ()>)> {
+    ///     let (left, right) = v.split_at_mut(2);
+    ///     when_all((fill(left, 0), fill(right, 2)))
     /// }
     ///
-    /// let (v, n) = sync_wait_value(just(vec![1, 2, 3]).let_value_ref_with(double_all));
-    /// assert_eq!((v, n), (vec![2, 4, 6], 3));
+    /// let (v, _) = sync_wait_value(just(vec![0; 4]).let_value_ref_with(halves));
+    /// assert_eq!(v, [0, 1, 2, 3]);
     /// ```
     fn let_value_ref_with<'v, F, U>(self, f: F) -> LetValueRef<Self, LendTyped<'v, F, U>>
     where

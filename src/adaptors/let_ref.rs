@@ -4,9 +4,10 @@
 //! P2300's `let_value` keeps the predecessor's value in its operation state and calls the
 //! function with a reference to it; the sender the function returns may use that
 //! reference until it completes. Here the value is kept in the (pinned) operation state,
-//! the function gets `&'a mut V` for a lifetime `'a` it cannot name outside (the bound is
-//! higher-ranked), and the sender it returns may borrow the value for `'a`. When that
-//! sender completes with `u`, its operation is destroyed first (nothing borrows the
+//! the function gets `&'a mut V` for a loan `'a` it cannot name outside (the bound is
+//! higher-ranked), and the sender it returns may borrow the value for `'a`, and what the
+//! function captures by reference (`'env`, which [`LendScope`] says outlives `'a`). When
+//! that sender completes with `u`, its operation is destroyed first (nothing borrows the
 //! value any more), and the whole sender completes with `(value, u)`: the value is
 //! handed on, by move, to what follows.
 //!
@@ -56,7 +57,12 @@ use crate::stop::StopToken;
 
 /// The sender of [`let_value_ref`](crate::SenderExt::let_value_ref) and
 /// [`let_value_ref_with`](crate::SenderExt::let_value_ref_with): `L` is the function,
-/// as [`LendAny`] or [`LendTyped`].
+/// as [`LendAny`] or [`LendTyped`]. It completes with `(value, u)`; the module
+/// documentation tables the other completions.
+///
+/// The value and the function's sender are `Send` where the work crosses threads: the
+/// function's operation is dropped by the thread that completes it, so it must be
+/// `Send` (an [`AnySender`]'s operation always is).
 #[must_use = "senders do nothing unless connected and started"]
 pub struct LetValueRef<S, L> {
     sndr: S,
