@@ -365,6 +365,7 @@ pub trait SenderExt: Sender {
     fn awaited(self) -> Awaited<Self>
     where
         Self: SenderTo<AwaitRcvr<<Self as Sender>::Value, <Self as Sender>::Error>>,
+        <Self as SenderTo<AwaitRcvr<<Self as Sender>::Value, <Self as Sender>::Error>>>::Operation: Send,
     {
         crate::task::awaited(self)
     }

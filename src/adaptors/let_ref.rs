@@ -178,11 +178,10 @@ pub trait LenderTo<V, E, R>: Lender<V, E> {
     unsafe fn lend(self, value: *mut V, rcvr: R, slot: *mut LendSlot<Self::Op>) -> Result<(), Panic>;
 }
 
-impl<'env, V, E, F, U, Sch> Lender<V, E> for LendAny<'env, F, U, Sch>
-where
-    F: for<'a> FnOnce(&'a mut V, LendScope<'a, 'env>) -> AnySender<'a, U, E, Sch>,
-    Sch: MaybeScheduler,
-{
+// No bound on `F` here (the method that makes a `LendAny` checks it): the completions
+// are known without it, so a `Task` that holds the sender across an `.await` is `Send`
+// without the compiler proving the higher-ranked bound again for the lifetimes it erases.
+impl<V, E, F, U, Sch: MaybeScheduler> Lender<V, E> for LendAny<'_, F, U, Sch> {
     type Value = U;
     const SENDS_STOPPED: bool = true;
     type Domain = Sch::Domain;
@@ -254,7 +253,7 @@ where
 
 impl<'v, V: 'v, E, F, U> Lender<V, E> for LendTyped<'v, F, U>
 where
-    F: for<'a> LendFn<'a, V, U, E>,
+    F: LendFn<'v, V, U, E>,
 {
     type Value = U;
     const SENDS_STOPPED: bool = <<F as LendFn<'v, V, U, E>>::Sender as Sender>::SENDS_STOPPED;

@@ -167,6 +167,14 @@ unsafe fn drop_frame<T, E, F>(h: NonNull<Header<T, E>>) {
 /// [`sync_wait`](crate::sync_wait), which blocks until it completes, or by an owner that
 /// outlives it (a scope's `spawn` requires the scope's lifetime).
 ///
+/// A task has no domain of its own. [`spawn`](crate::spawn()) and
+/// [`spawn_future`](crate::spawn_future) called on a pool worker queue it on that
+/// worker's deque, where idle workers steal it; called on any other thread they start it
+/// inline, as they start every sender without a domain. Inside the body, a
+/// `let_async_scope` or a [`let_value_ref`](crate::SenderExt::let_value_ref) is written
+/// and awaited in place, like any sender. A task that cannot fail is made with
+/// [`Task::infallible`], whose block returns the value itself.
+///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, Task, just, schedule, starts_on, sync_wait, when_all};
 /// use std::convert::Infallible;
@@ -220,6 +228,31 @@ impl<'a, T, E> Task<'a, T, E> {
     fn into_frame(self) -> NonNull<Header<T, E>> {
         let this = std::mem::ManuallyDrop::new(self);
         this.frame
+    }
+}
+
+impl<'a, T> Task<'a, T, Infallible> {
+    /// A task that cannot fail, running `fut` when started: the block returns the value
+    /// itself, not `Ok(value)`, so that no error type needs naming (with [`Task::new`], a
+    /// block whose only `Err` is never written leaves the error type unknown: E0282).
+    ///
+    /// Awaiting a sender that cannot fail gives `Result<V, Infallible>`, whose value is
+    /// taken with `let Ok(v) = sndr.await;` (the `Err` case is empty). A stopped awaited
+    /// sender still completes the task stopped, and a panic completes it with the panic.
+    ///
+    /// ```
+    /// use senders::{SenderExt, Task, just, sync_wait_value};
+    /// let task = Task::infallible(async {
+    ///     let Ok(x) = just(20).then(|x| x * 2).await;
+    ///     x + 2
+    /// });
+    /// assert_eq!(sync_wait_value(task), 42);
+    /// ```
+    pub fn infallible<F>(fut: F) -> Self
+    where
+        F: Future<Output = T> + Send + 'a,
+    {
+        Task::new(async move { Ok(fut.await) })
     }
 }
 
@@ -526,12 +559,19 @@ pub(crate) struct AwaitNode {
 /// task instead (the future is not resumed). It must be polled by a [`Task`]: polled
 /// elsewhere it panics (use [`into_awaitable`](crate::into_awaitable()) for other
 /// executors).
+///
+/// Its type asks only `S: Sender`, and its operation is stored without its type (the
+/// typed code is in the functions `poll` and the task's start call): an `async` block
+/// holding it across an `.await` is then `Send` by the sender's own `Send`, even when the
+/// sender's `connect` needs a higher-ranked bound (a `let_async_scope` or
+/// `let_value_ref` function), which the compiler cannot prove again for the lifetimes it
+/// erases when it checks the block's `Send`.
 #[must_use = "futures do nothing unless awaited"]
 #[repr(C)]
-pub struct Awaited<S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>> {
+pub struct Awaited<S: Sender> {
     node: AwaitNode,
     sndr: Option<S>,
-    op: OpStorage<S::Operation>,
+    op: OpStorage,
     result: UnsafeCell<Option<Result<S::Value, S::Error>>>,
     _pin: PhantomPinned,
 }
@@ -543,20 +583,25 @@ const OP_ROOM: usize = 5;
 /// a pool `schedule()`: 40 bytes), otherwise in a recycled block (a `when_all` of
 /// tasks holds both tasks' operations, 640 bytes). The `Awaited` is part of the task's
 /// future, which `Task::new` copies whole into the frame whatever state it is in, so a
-/// large operation inline would be copied, uninitialized, at every `Task::new`.
-struct OpStorage<Op> {
-    /// The connected operation, in `room` or in a block; null until connected.
-    op: *mut Op,
+/// large operation inline would be copied, uninitialized, at every `Task::new`. The
+/// operation's type is given to each typed method; `drop` remembers it.
+struct OpStorage {
+    /// The connected operation in a block; null until connected or while it is in the
+    /// room.
+    op: *mut (),
     room: MaybeUninit<[usize; OP_ROOM]>,
-    _op: PhantomData<Op>,
+    /// Drops the connected operation (and frees its block); `None` until connected.
+    drop: Option<unsafe fn(&mut OpStorage)>,
 }
 
-impl<Op> OpStorage<Op> {
+impl OpStorage {
     /// Whether an `Op` lives in the room.
-    const INLINE: bool = size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>();
+    const fn inline<Op>() -> bool {
+        size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>()
+    }
 
     fn new() -> Self {
-        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit(), _op: PhantomData }
+        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit(), drop: None }
     }
 
     /// Puts the operation `connect` makes in place: in the room, or in a block.
@@ -564,14 +609,18 @@ impl<Op> OpStorage<Op> {
     /// # Safety
     ///
     /// The storage is pinned (it never moves again) and holds no operation.
-    unsafe fn connect(&mut self, connect: impl FnOnce() -> Op) {
-        let at = if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { crate::block::uninit::<Op>().as_ptr() };
+    unsafe fn connect<Op>(&mut self, connect: impl FnOnce() -> Op) {
+        let at = if Self::inline::<Op>() {
+            self.room.as_mut_ptr().cast::<Op>()
+        } else {
+            crate::block::uninit::<Op>().as_ptr()
+        };
         // A panic in `connect` unwinds through the task's poll: a block taken for it is
         // given back first.
         struct FreeOnUnwind<Op>(*mut Op);
         impl<Op> Drop for FreeOnUnwind<Op> {
             fn drop(&mut self) {
-                if !OpStorage::<Op>::INLINE {
+                if !OpStorage::inline::<Op>() {
                     // SAFETY: the block came from `block::uninit` and holds nothing.
                     unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
                 }
@@ -582,49 +631,58 @@ impl<Op> OpStorage<Op> {
         // operation is written straight there and never moves again (the caller's pin).
         unsafe { at.write(connect()) };
         std::mem::forget(guard);
-        self.op = at;
+        if !Self::inline::<Op>() {
+            self.op = at.cast();
+        }
+        self.drop = Some(Self::drop_op::<Op>);
     }
 
     /// The connected operation.
     ///
     /// # Safety
     ///
-    /// Connected; the result stays pinned.
-    unsafe fn get(&mut self) -> Pin<&mut Op> {
-        debug_assert!(!self.op.is_null(), "awaited: connected");
+    /// Connected with an `Op`; the result stays pinned.
+    unsafe fn get<Op>(&mut self) -> Pin<&mut Op> {
+        debug_assert!(self.drop.is_some(), "awaited: connected");
         // SAFETY: the caller's contract.
-        unsafe { Pin::new_unchecked(&mut *self.at()) }
+        unsafe { Pin::new_unchecked(&mut *self.at::<Op>()) }
     }
 
     /// Where the operation is: computed for the room, so that the common inline case does
     /// not wait on a load of `op`.
-    fn at(&mut self) -> *mut Op {
-        if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { self.op }
+    fn at<Op>(&mut self) -> *mut Op {
+        if Self::inline::<Op>() { self.room.as_mut_ptr().cast::<Op>() } else { self.op.cast::<Op>() }
     }
-}
 
-impl<Op> Drop for OpStorage<Op> {
-    fn drop(&mut self) {
-        if self.op.is_null() {
-            return;
-        }
+    /// # Safety
+    ///
+    /// Connected with an `Op` (the function `connect` stored); called once.
+    unsafe fn drop_op<Op>(&mut self) {
         // SAFETY: the operation was written by `connect` and is dropped once, here.
         unsafe {
-            if Self::INLINE {
-                ptr::drop_in_place(self.at());
+            if Self::inline::<Op>() {
+                ptr::drop_in_place(self.at::<Op>());
             } else {
-                crate::block::drop_and_free(NonNull::new_unchecked(self.op));
+                crate::block::drop_and_free(NonNull::new_unchecked(self.at::<Op>()));
             }
         }
     }
 }
 
+impl Drop for OpStorage {
+    fn drop(&mut self) {
+        if let Some(drop) = self.drop.take() {
+            // SAFETY: `drop` was stored by `connect` for the operation it wrote.
+            unsafe { drop(self) }
+        }
+    }
+}
+
 // SAFETY: moved between threads only before it is polled (then it is pinned in a frame
-// that a task moves as a whole): the sender, operation and results are `Send`.
-unsafe impl<S> Send for Awaited<S>
+// that a task moves as a whole): the sender and results are `Send`, and so is the
+// operation: `awaited`, the only way to make one, requires it.
+unsafe impl<S: Sender + Send> Send for Awaited<S>
 where
-    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>> + Send,
-    S::Operation: Send,
     S::Value: Send,
     S::Error: Send,
 {
@@ -641,6 +699,7 @@ where
 pub fn awaited<S>(sndr: S) -> Awaited<S>
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+    S::Operation: Send,
 {
     Awaited {
         node: AwaitNode { next: ptr::null_mut(), start: start_node::<S>, ctx: ptr::null() },
@@ -663,13 +722,14 @@ where
     // SAFETY: the caller's contract; the operation is pinned in the `Awaited`.
     unsafe {
         (*this).node.ctx = ptr::null();
-        (*this).op.get().start();
+        (*this).op.get::<S::Operation>().start();
     }
 }
 
 impl<S> Future for Awaited<S>
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+    S::Operation: Send,
 {
     type Output = Result<S::Value, S::Error>;
 
@@ -703,10 +763,7 @@ where
     }
 }
 
-impl<S> Drop for Awaited<S>
-where
-    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
-{
+impl<S: Sender> Drop for Awaited<S> {
     fn drop(&mut self) {
         let ctx = self.node.ctx;
         if ctx.is_null() {
@@ -1290,6 +1347,7 @@ where
 impl<S> Awaitable for S
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+    S::Operation: Send,
 {
     type Awaited = Awaited<S>;
     fn into_awaited(self) -> Awaited<S> {
