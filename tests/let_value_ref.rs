@@ -289,3 +289,25 @@ fn every_node_of_a_recursion_lends_once() {
     assert_eq!(sync_wait_value(starts_on(pool.scheduler(), count(12, &hits))), 4096);
     assert_eq!(hits.load(Ordering::Relaxed), 4096);
 }
+
+/// `let_async_scope`'s value after the join: the value lives in a `let_value_ref`
+/// around the scope, the scope's spawned work borrows it (mutably, element by element),
+/// and the value is handed on once the scope has joined.
+#[test]
+fn a_let_async_scope_inside_let_value_ref_hands_the_value_on_after_the_join() {
+    let pool = common::pool(2);
+    let sch = pool.scheduler();
+    let sch_ref = &sch;
+    let work = just(vec![0u64; 64]).let_value_ref(|v, _| {
+        let v: &mut Vec<u64> = v;
+        just(())
+            .let_async_scope(move |tk, ()| {
+                for (i, x) in v.iter_mut().enumerate() {
+                    spawn(schedule(sch_ref).then(move |()| *x = 2 * i as u64), tk);
+                }
+            })
+            .boxed()
+    });
+    let (v, ()) = sync_wait_value(starts_on(sch.clone(), work));
+    assert_eq!(v, (0..64).map(|i| 2 * i).collect::<Vec<u64>>());
+}
