@@ -87,10 +87,11 @@ pub fn multiply<'a>(a: &'a [f32], b: &'a [f32], n: usize) -> AnySender<'a, Vec<f
     .boxed()
 }
 
+/// Strassen's seven products, in order.
+pub type Products = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>);
+
 /// The product's quadrants from Strassen's seven products, in z-order.
-pub fn combine(
-    (m1, m2, m3, m4, m5, m6, m7): (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>),
-) -> Vec<f32> {
+pub fn combine((m1, m2, m3, m4, m5, m6, m7): Products) -> Vec<f32> {
     let q = m1.len();
     let mut c = Vec::with_capacity(4 * q);
     c.extend((0..q).map(|i| m1[i] + m4[i] - m5[i] + m7[i]));

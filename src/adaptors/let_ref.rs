@@ -79,12 +79,13 @@ impl<S, L> LetValueRef<S, L> {
 /// `for<'a> FnOnce(&'a mut V, LendScope<'a, 'env>) -> AnySender<'a, U, E, Sch>`.
 pub struct LendAny<'env, F, U, Sch> {
     f: F,
-    _out: PhantomData<(fn() -> (U, Sch), &'env ())>,
+    _out: PhantomData<fn() -> (U, Sch)>,
+    _env: PhantomData<&'env ()>,
 }
 
 impl<F, U, Sch> LendAny<'_, F, U, Sch> {
     pub(crate) fn new(f: F) -> Self {
-        LendAny { f, _out: PhantomData }
+        LendAny { f, _out: PhantomData, _env: PhantomData }
     }
 }
 
@@ -95,7 +96,7 @@ impl<F, U, Sch> LendAny<'_, F, U, Sch> {
 /// `_`), as [`std::thread::Scope`]'s `'env` carries what a scoped thread may borrow.
 #[derive(Clone, Copy)]
 pub struct LendScope<'a, 'env: 'a> {
-    _loan: PhantomData<(&'a &'env (), fn(&'a ()) -> &'a ())>,
+    _loan: PhantomData<&'a &'env ()>,
 }
 
 impl std::fmt::Debug for LendScope<'_, '_> {
@@ -109,12 +110,13 @@ impl std::fmt::Debug for LendScope<'_, '_> {
 /// type of the stored operation, whose real borrow cannot be named.
 pub struct LendTyped<'v, F, U> {
     f: F,
-    _out: PhantomData<(fn() -> U, &'v ())>,
+    _out: PhantomData<fn() -> U>,
+    _v: PhantomData<&'v ()>,
 }
 
 impl<F, U> LendTyped<'_, F, U> {
     pub(crate) fn new(f: F) -> Self {
-        LendTyped { f, _out: PhantomData }
+        LendTyped { f, _out: PhantomData, _v: PhantomData }
     }
 }
 
