@@ -20,6 +20,9 @@
 //! - `cargo run --release --example tree`: a million-node tree owned by `main`, one
 //!   `spawn` per node into a `let_async_scope` whose work borrows the tree, timed against
 //!   rayon.
+//! - `cargo run --release --example mergesort` (and `matmul`, `strassen`): divide and
+//!   conquer as sender graphs, each node lending parts of its buffers to its children
+//!   with [`let_value_ref`](SenderExt::let_value_ref) and using the whole again after.
 //! - `cargo test`: the tests.
 //!
 //! `use senders::prelude::*;` brings in what a program types: the traits whose methods
