@@ -549,9 +549,15 @@ pub(crate) struct AwaitNode {
     next: *mut AwaitNode,
     /// Starts the operation of the `Awaited` this node heads.
     start: unsafe fn(*mut AwaitNode),
-    /// The task it is registered with; null once started or discarded.
+    /// The task it is registered with, until started or discarded; then [`DROP_ONLY`]
+    /// if the operation is to be dropped with the `Awaited`, null otherwise.
     ctx: *const TaskCtx,
 }
+
+/// `AwaitNode::ctx` of a node no longer registered whose operation is to be dropped: the
+/// drop of an `Awaited` reads that one word, so that the common await (a `just`, whose
+/// operation has nothing to drop) pays no more than that.
+const DROP_ONLY: *const TaskCtx = ptr::without_provenance(1);
 
 /// A sender being awaited inside a [`Task`]: what `.await` on a sender makes.
 ///
@@ -583,15 +589,35 @@ const OP_ROOM: usize = 5;
 /// a pool `schedule()`: 40 bytes), otherwise in a recycled block (a `when_all` of
 /// tasks holds both tasks' operations, 640 bytes). The `Awaited` is part of the task's
 /// future, which `Task::new` copies whole into the frame whatever state it is in, so a
-/// large operation inline would be copied, uninitialized, at every `Task::new`. The
-/// operation's type is given to each typed method; `drop` remembers it.
+/// large operation inline would be copied, uninitialized, at every `Task::new` (and a
+/// word more in the `Awaited` makes a task fib's frame too large to copy without a call
+/// to `memcpy`). The operation's type is given to each typed method; what drops it is
+/// found through `op`.
 struct OpStorage {
-    /// The connected operation in a block; null until connected or while it is in the
-    /// room.
-    op: *mut (),
+    /// How to drop the connected operation: the head of its block, or a constant for one
+    /// in the room that has drop glue; null when there is nothing to drop (not
+    /// connected, or in the room without drop glue, as a `just`'s).
+    op: *mut OpDrop,
     room: MaybeUninit<[usize; OP_ROOM]>,
-    /// Drops the connected operation (and frees its block); `None` until connected.
-    drop: Option<unsafe fn(&mut OpStorage)>,
+}
+
+/// Drops a connected operation, given its storage.
+struct OpDrop {
+    drop: unsafe fn(&mut OpStorage),
+}
+
+/// The block of an operation too large for the room: how to drop it, then the operation.
+#[repr(C)]
+struct OpBlock<Op> {
+    head: OpDrop,
+    op: Op,
+}
+
+/// The `OpDrop` of an operation in the room.
+struct InlineDrop<Op>(PhantomData<Op>);
+
+impl<Op> InlineDrop<Op> {
+    const DROP: *const OpDrop = &OpDrop { drop: OpStorage::drop_inline::<Op> };
 }
 
 impl OpStorage {
@@ -600,8 +626,13 @@ impl OpStorage {
         size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>()
     }
 
+    /// Whether an `Op`, once connected, is to be dropped: in a block, or with drop glue.
+    const fn kept<Op>() -> bool {
+        !Self::inline::<Op>() || std::mem::needs_drop::<Op>()
+    }
+
     fn new() -> Self {
-        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit(), drop: None }
+        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit() }
     }
 
     /// Puts the operation `connect` makes in place: in the room, or in a block.
@@ -610,31 +641,34 @@ impl OpStorage {
     ///
     /// The storage is pinned (it never moves again) and holds no operation.
     unsafe fn connect<Op>(&mut self, connect: impl FnOnce() -> Op) {
-        let at = if Self::inline::<Op>() {
-            self.room.as_mut_ptr().cast::<Op>()
-        } else {
-            crate::block::uninit::<Op>().as_ptr()
-        };
-        // A panic in `connect` unwinds through the task's poll: a block taken for it is
-        // given back first.
-        struct FreeOnUnwind<Op>(*mut Op);
+        if Self::inline::<Op>() {
+            // SAFETY: the room fits an `Op`; it is written straight there and never
+            // moves again (the caller's pin).
+            unsafe { self.room.as_mut_ptr().cast::<Op>().write(connect()) };
+            if std::mem::needs_drop::<Op>() {
+                self.op = InlineDrop::<Op>::DROP.cast_mut();
+            }
+            return;
+        }
+        let block = crate::block::uninit::<OpBlock<Op>>().as_ptr();
+        // A panic in `connect` unwinds through the task's poll: the block is given back
+        // first.
+        struct FreeOnUnwind<Op>(*mut OpBlock<Op>);
         impl<Op> Drop for FreeOnUnwind<Op> {
             fn drop(&mut self) {
-                if !OpStorage::inline::<Op>() {
-                    // SAFETY: the block came from `block::uninit` and holds nothing.
-                    unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
-                }
+                // SAFETY: the block came from `block::uninit` and holds nothing.
+                unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
             }
         }
-        let guard = FreeOnUnwind(at);
-        // SAFETY: `at` is valid for an `Op` (the room fits it, or a fresh block); the
-        // operation is written straight there and never moves again (the caller's pin).
-        unsafe { at.write(connect()) };
-        std::mem::forget(guard);
-        if !Self::inline::<Op>() {
-            self.op = at.cast();
+        let guard = FreeOnUnwind(block);
+        // SAFETY: a fresh block for an `OpBlock<Op>`; the operation is written straight
+        // there and never moves again.
+        unsafe {
+            (&raw mut (*block).op).write(connect());
+            (&raw mut (*block).head).write(OpDrop { drop: Self::drop_block::<Op> });
         }
-        self.drop = Some(Self::drop_op::<Op>);
+        std::mem::forget(guard);
+        self.op = block.cast();
     }
 
     /// The connected operation.
@@ -643,37 +677,54 @@ impl OpStorage {
     ///
     /// Connected with an `Op`; the result stays pinned.
     unsafe fn get<Op>(&mut self) -> Pin<&mut Op> {
-        debug_assert!(self.drop.is_some(), "awaited: connected");
+        let at = if Self::inline::<Op>() {
+            self.room.as_mut_ptr().cast::<Op>()
+        } else {
+            // SAFETY: the caller's contract: `op` heads the operation's block.
+            unsafe { &raw mut (*self.op.cast::<OpBlock<Op>>()).op }
+        };
         // SAFETY: the caller's contract.
-        unsafe { Pin::new_unchecked(&mut *self.at::<Op>()) }
-    }
-
-    /// Where the operation is: computed for the room, so that the common inline case does
-    /// not wait on a load of `op`.
-    fn at<Op>(&mut self) -> *mut Op {
-        if Self::inline::<Op>() { self.room.as_mut_ptr().cast::<Op>() } else { self.op.cast::<Op>() }
+        unsafe { Pin::new_unchecked(&mut *at) }
     }
 
     /// # Safety
     ///
-    /// Connected with an `Op` (the function `connect` stored); called once.
-    unsafe fn drop_op<Op>(&mut self) {
-        // SAFETY: the operation was written by `connect` and is dropped once, here.
-        unsafe {
-            if Self::inline::<Op>() {
-                ptr::drop_in_place(self.at::<Op>());
-            } else {
-                crate::block::drop_and_free(NonNull::new_unchecked(self.at::<Op>()));
-            }
-        }
+    /// `this` holds a connected `Op` in its room, completed or never started; called once.
+    unsafe fn drop_inline<Op>(this: &mut OpStorage) {
+        this.op = ptr::null_mut();
+        // SAFETY: the caller's contract.
+        unsafe { ptr::drop_in_place(this.room.as_mut_ptr().cast::<Op>()) }
     }
-}
 
-impl Drop for OpStorage {
-    fn drop(&mut self) {
-        if let Some(drop) = self.drop.take() {
-            // SAFETY: `drop` was stored by `connect` for the operation it wrote.
-            unsafe { drop(self) }
+    /// # Safety
+    ///
+    /// `this` holds a connected `Op` in a block, completed or never started; called once.
+    unsafe fn drop_block<Op>(this: &mut OpStorage) {
+        let block = std::mem::replace(&mut this.op, ptr::null_mut()).cast::<OpBlock<Op>>();
+        // SAFETY: the caller's contract; the block came from `block::uninit`.
+        unsafe { crate::block::drop_and_free(NonNull::new_unchecked(block)) }
+    }
+
+    /// Drops the connected `Op`, through its type.
+    ///
+    /// # Safety
+    ///
+    /// Connected with an `Op` that is to be dropped ([`kept`](Self::kept)), completed or
+    /// never started; called once.
+    unsafe fn drop_typed<Op>(&mut self) {
+        // SAFETY: the caller's contract.
+        unsafe { if Self::inline::<Op>() { Self::drop_inline::<Op>(self) } else { Self::drop_block::<Op>(self) } }
+    }
+
+    /// Drops the connected operation, if it is to be dropped.
+    ///
+    /// # Safety
+    ///
+    /// Any operation connected has completed or was never started.
+    unsafe fn drop_op(&mut self) {
+        if !self.op.is_null() {
+            // SAFETY: `op` is the `OpDrop` that `connect` stored for this operation.
+            unsafe { ((*self.op).drop)(self) }
         }
     }
 }
@@ -721,7 +772,7 @@ where
     let this = node.cast::<Awaited<S>>();
     // SAFETY: the caller's contract; the operation is pinned in the `Awaited`.
     unsafe {
-        (*this).node.ctx = ptr::null();
+        (*this).node.ctx = if OpStorage::kept::<S::Operation>() { DROP_ONLY } else { ptr::null() };
         (*this).op.get::<S::Operation>().start();
     }
 }
@@ -757,7 +808,17 @@ where
         // SAFETY: the task polls only once every started operation has completed, so the
         // result was written before this poll (acquire: the count's last decrement).
         match unsafe { (*this.result.get()).take() } {
-            Some(r) => Poll::Ready(r),
+            Some(r) => {
+                if OpStorage::kept::<S::Operation>() {
+                    // The operation has completed: dropped here, where its type is known,
+                    // not by the drop of the `Awaited` through `OpDrop`.
+                    this.node.ctx = ptr::null();
+                    // SAFETY: connected with this type and completed; dropped once (the
+                    // node is marked as having nothing left to drop).
+                    unsafe { this.op.drop_typed::<S::Operation>() };
+                }
+                Poll::Ready(r)
+            }
             None => Poll::Pending,
         }
     }
@@ -767,23 +828,30 @@ impl<S: Sender> Drop for Awaited<S> {
     fn drop(&mut self) {
         let ctx = self.node.ctx;
         if ctx.is_null() {
+            // Never connected, or started with nothing to drop.
             return;
         }
-        // Registered, never started: dropped during the poll that registered it, on the
-        // runner thread. Unlink it so the task does not start it.
-        let me: *mut AwaitNode = &mut self.node;
-        // SAFETY: the runner thread owns the pending list; every node in it is alive
-        // (dropped nodes unlink themselves here).
-        unsafe {
-            let mut link: *mut *mut AwaitNode = (*ctx).pending.as_ptr();
-            while !(*link).is_null() {
-                if *link == me {
-                    *link = (*me).next;
-                    return;
+        if ctx != DROP_ONLY {
+            // Registered, never started: dropped during the poll that registered it, on
+            // the runner thread. Unlink it first, so the task does not start it even if
+            // the operation's drop below panics.
+            let me: *mut AwaitNode = &mut self.node;
+            // SAFETY: the runner thread owns the pending list; every node in it is alive
+            // (dropped nodes unlink themselves here).
+            unsafe {
+                let mut link: *mut *mut AwaitNode = (*ctx).pending.as_ptr();
+                while !(*link).is_null() {
+                    if *link == me {
+                        *link = (*me).next;
+                        break;
+                    }
+                    link = &raw mut (**link).next;
                 }
-                link = &raw mut (**link).next;
             }
         }
+        // SAFETY: the operation completed, or was never started (unlinked above, or
+        // discarded by the task's end).
+        unsafe { self.op.drop_op() };
     }
 }
 
@@ -1286,7 +1354,7 @@ where
             // SAFETY: registered nodes are alive; marking them discarded keeps their drop
             // (with the frame, just below) from walking the list.
             unsafe {
-                (*node).ctx = ptr::null();
+                (*node).ctx = DROP_ONLY;
                 node = (*node).next;
             }
         }
