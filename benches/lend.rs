@@ -18,6 +18,11 @@
 //! ```text
 //! cargo bench --bench lend -- --warm-up-time 1 --measurement-time 3
 //! ```
+//!
+//! `SENDERS_LEND_PAIRED_ONLY=1` runs the interleaved rounds alone. For profilers,
+//! `SENDERS_LEND_PROFILE=<mergesort|matmulz|strassen>[_rayon]:<repeats>` runs one
+//! workload without criterion (`_rayon`: rayon's), and `SENDERS_PROFILE_THREADS=1` gives
+//! both pools one worker, so that callgrind counts what each side adds per node.
 
 use std::borrow::Cow;
 use std::hint::black_box;
@@ -156,6 +161,40 @@ fn main() {
     // Inputs, and a check that both sides compute the same thing.
     let unsorted = mergesort::input(SORT_N);
     let (a, b) = (matmul::input(MATRIX_N, 1), matmul::input(MATRIX_N, 2));
+    if let Ok(spec) = std::env::var("SENDERS_LEND_PROFILE") {
+        let mut parts = spec.split(':');
+        let what = parts.next().unwrap_or("mergesort");
+        let repeats: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(10);
+        let (mut v, mut buf, mut dest) = (Vec::new(), vec![0u32; SORT_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
+        let start = std::time::Instant::now();
+        for _ in 0..repeats {
+            match what {
+                "mergesort" => {
+                    v.clone_from(&unsorted);
+                    sync_wait_value(starts_on(sch.clone(), mergesort::sort(&mut v, &mut buf)));
+                }
+                "mergesort_rayon" => {
+                    v.clone_from(&unsorted);
+                    rayon_pool.install(|| rayon_sort(&mut v, &mut buf));
+                }
+                "matmulz" => {
+                    dest.fill(0.0);
+                    sync_wait_value(starts_on(sch.clone(), matmul::mul_add(&a, &b, &mut dest, MATRIX_N)));
+                }
+                "matmulz_rayon" => {
+                    dest.fill(0.0);
+                    rayon_pool.install(|| rayon_mul_add(&a, &b, &mut dest, MATRIX_N));
+                }
+                "strassen" => {
+                    drop(black_box(sync_wait_value(starts_on(sch.clone(), strassen::multiply(&a, &b, MATRIX_N)))))
+                }
+                "strassen_rayon" => drop(black_box(rayon_pool.install(|| rayon_strassen(&a, &b, MATRIX_N)))),
+                other => panic!("unknown profile workload {other:?}"),
+            }
+        }
+        println!("{what} x {repeats}: {:?} per run", start.elapsed() / repeats.max(1));
+        return;
+    }
     {
         let (mut v, mut buf, mut w) = (unsorted.clone(), vec![0; SORT_N], unsorted.clone());
         sync_wait_value(starts_on(sch.clone(), mergesort::sort(&mut v, &mut buf)));
