@@ -11,23 +11,7 @@
 //! value any more), and the whole sender completes with `(value, u)`: the value is
 //! handed on, by move, to what follows.
 //!
-//! | event | what happens |
-//! |---|---|
-//! | predecessor: value `v` | `v` stored in the operation, `f(&mut v)` called, its sender connected in place and started |
-//! | predecessor: error, stopped, panic | forwarded; `f` never runs |
-//! | `f` or the sender's `connect` panics | the value is dropped, then `set_panic` |
-//! | the second sender: value `u` | its operation dropped, then `set_value((v, u))` |
-//! | the second sender: error, stopped, panic | its operation dropped, the value dropped, then the same completion |
-//! | a drop above panics | `set_panic` with that panic (a panic already being delivered wins) |
-//! | stop request | seen by the second sender through its environment (the receiver's token) |
-//!
-//! Why this is sound without a blocking owner of its own: the value lives inside the
-//! operation state, which is pinned and is not dropped (or its memory reused) before it
-//! completes, by [`OperationState::start`]'s contract; a leaked operation state leaks
-//! the value in place, still valid. The borrow `'a` is higher-ranked and the completion
-//! type `U` is named outside it, so nothing that borrows the value can leave through the
-//! completion; the sender that borrows it is connected into the same operation state
-//! and destroyed before the value moves or drops.
+//! The table of completions and the argument for soundness are on [`LetValueRef`].
 //!
 //! Two forms:
 //!
@@ -57,12 +41,32 @@ use crate::stop::StopToken;
 
 /// The sender of [`let_value_ref`](crate::SenderExt::let_value_ref) and
 /// [`let_value_ref_with`](crate::SenderExt::let_value_ref_with): `L` is the function,
-/// as [`LendAny`] or [`LendTyped`]. It completes with `(value, u)`; the module
-/// documentation tables the other completions.
+/// as [`LendAny`] or [`LendTyped`]. The value is kept in the operation and lent to the
+/// function; the sender the function returns (the *lent sender*) may borrow it until it
+/// completes, and then this sender completes with `(value, u)`.
 ///
-/// The value and the function's sender are `Send` where the work crosses threads: the
-/// function's operation is dropped by the thread that completes it, so it must be
-/// `Send` (an [`AnySender`]'s operation always is).
+/// | event | what happens |
+/// |---|---|
+/// | predecessor: value `v` | `v` stored in the operation, `f(&mut v, _)` called, the lent sender connected in place and started |
+/// | predecessor: error, stopped, panic | forwarded; `f` never runs |
+/// | `f` or the lent sender's `connect` panics | the value is dropped, then `set_panic` |
+/// | the lent sender: value `u` | its operation dropped, then `set_value((v, u))` |
+/// | the lent sender: error, stopped, panic | its operation dropped, the value dropped, then the same completion |
+/// | a drop above panics | `set_panic` with that panic (a panic already being delivered wins) |
+/// | stop request | seen by the lent sender through its environment (the receiver's token) |
+///
+/// Why this is sound without a blocking owner of its own: the value lives inside the
+/// operation state, which is pinned and is not dropped (or its memory reused) before it
+/// completes, by [`OperationState::start`]'s contract; a leaked operation state leaks
+/// the value in place, still valid. The borrow `'a` is higher-ranked and the completion
+/// type `U` is named outside it, so nothing that borrows the value can leave through the
+/// completion; the sender that borrows it is connected into the same operation state
+/// and destroyed before the value moves or drops.
+///
+/// The value and the lent sender are `Send` where the work crosses threads: the lent
+/// sender's operation is dropped by the thread that completes it, so it must be `Send`
+/// (an [`AnySender`]'s operation always is). The lent sender sees the predecessor's
+/// domain and completion scheduler as current, as `let_value`'s second sender does.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct LetValueRef<S, L> {
     sndr: S,
