@@ -119,6 +119,29 @@ impl<S, F, Sch, S2> std::fmt::Debug for LetAsyncScope<'_, S, F, Sch, S2> {
 ///   returns it), that scheduler's domain, user queries, and the scope's stop token.
 /// - The operation completes on the receiver's scheduler (inline if the environment has
 ///   none, or if nothing was left running at the join).
+/// - The value is dropped with the operation. To have it back after the join, keep it
+///   in a [`let_value_ref`](crate::SenderExt::let_value_ref) around the scope: the
+///   scope's work borrows it from there, and `let_value_ref` hands it on once the scope
+///   has completed:
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait_value};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let sch = pool.scheduler();
+/// let sch_ref = &sch;
+/// let work = just(vec![0u64; 8]).let_value_ref(|v, _| {
+///     let v: &mut Vec<u64> = v;
+///     just(())
+///         .let_async_scope(move |tk, ()| {
+///             for (i, x) in v.iter_mut().enumerate() {
+///                 spawn(schedule(sch_ref).then(move |()| *x = i as u64 * 10), tk);
+///             }
+///         })
+///         .boxed()
+/// });
+/// let (v, ()) = sync_wait_value(starts_on(sch.clone(), work));
+/// assert_eq!(v, [0, 10, 20, 30, 40, 50, 60, 70]);
+/// ```
 ///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, just, schedule, spawn, sync_wait};
