@@ -612,11 +612,17 @@ impl WorkerThread {
     }
 
     /// [`find_work`](Self::find_work) when its countdown ran out: work from outside the
-    /// pool first, then as usual.
+    /// pool first, then as usual. The hint comes first: when nothing waits (the common
+    /// case) the look is a few loads.
     #[cold]
     #[inline(never)]
     fn find_work_outside_first(&self) -> Option<JobRef> {
-        self.take_outside_work().or_else(|| self.find_work_local_first())
+        if self.outside_work_waits()
+            && let Some(job) = self.take_outside_work()
+        {
+            return Some(job);
+        }
+        self.find_work_local_first()
     }
 
     /// Takes a job submitted from outside the pool, for
