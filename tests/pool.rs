@@ -13,6 +13,8 @@
 //!   errors, panics, stop requests, and the same results as the default `bulk`;
 //! - the pool's `when_all`: children forked onto different workers, deep trees, errors,
 //!   stop requests, panics;
+//! - fairness: while endless bulks keep every worker busy, a stop from a timer on the
+//!   pool, a `timeout` on the pool and round trips from outside threads reach them;
 //! - a randomized stress mix.
 //!
 //! Timing-sensitive and CPU-heavy tests hold [`serial`] so that they do not compete for

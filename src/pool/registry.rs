@@ -629,8 +629,10 @@ impl WorkerThread {
     /// [`find_work_outside_first`](Self::find_work_outside_first) and
     /// [`yield_to_outside_work`](Self::yield_to_outside_work): the oldest job of the
     /// first of the injector and the lanes, in turn from where the last look that took
-    /// one stopped, that holds one, moving part of the rest of that queue to the deque.
-    /// So no outside queue is passed over for another that always holds work.
+    /// one stopped, that holds one. So no outside queue is passed over for another that
+    /// always holds work. One job, not a batch as the idle path takes: a busy worker
+    /// that took batches at every look would pull outside work faster than it runs it,
+    /// away from the workers that are idle.
     ///
     /// The injector's `is_empty` is two loads. A lane is looked at only if its count of
     /// pushes changed since the count read just before a steal of this worker found it
@@ -645,14 +647,14 @@ impl WorkerThread {
                 if registry.injector.is_empty() {
                     continue;
                 }
-                steal_retrying(|| registry.injector.steal_batch_and_pop(&self.deque))
+                steal_retrying(|| registry.injector.steal())
             } else {
                 let (lane, seen) = (&registry.lanes[source - 1], &self.lanes_seen[source - 1]);
                 let pushes = lane.pushes();
                 if pushes == seen.get() {
                     continue;
                 }
-                let job = steal_retrying(|| lane.stealer.steal_batch_and_pop(&self.deque));
+                let job = steal_retrying(|| lane.stealer.steal());
                 if job.is_none() {
                     seen.set(pushes);
                 }
