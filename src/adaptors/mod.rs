@@ -35,7 +35,7 @@ pub(crate) mod write_env;
 pub use crate::block::{BlockSlice, BlockVec, BlockVecIntoIter};
 pub use bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkEach, BulkEachFn, BulkEachImpl,
-    BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked,
+    BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked, EachIndex,
 };
 pub use channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
