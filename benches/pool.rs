@@ -54,7 +54,9 @@
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
 //! `chain` / `rayon_chain` (`n` sequential hops from a worker) and `outside` /
 //! `rayon_outside` (`n` round trips from outside), and `outside_cold` /
-//! `rayon_outside_cold` (`n` round trips, each to a pool gone to sleep: the median). `SENDERS_PROFILE_THREADS=1` gives
+//! `rayon_outside_cold` (`n` round trips, each to a pool gone to sleep: the median), and
+//! `bulk_mem` / `bulk_compute` (the `bulk` groups' early `bulk_each` over `n` elements).
+//! `SENDERS_PROFILE_THREADS=1` gives
 //! both pools one worker, so that callgrind counts instructions without an idle worker's
 //! spinning.
 //!
@@ -1362,6 +1364,19 @@ fn cold(n: u64, f: &mut dyn FnMut()) -> u64 {
     n
 }
 
+/// `kernel` over `data` with the early `bulk_each` of the `bulk` groups, for [`profile`].
+fn profile_bulk<K: Fn(&mut f64) + Copy + Send + Sync + 'static>(
+    sch: &PoolScheduler,
+    data: &mut Vec<f64>,
+    kernel: K,
+) -> u64 {
+    let v = std::mem::take(data);
+    *data = sync_wait(sch.schedule().then(move |()| v).bulk_each(move |_, x: &mut f64| kernel(x)))
+        .unwrap()
+        .expect("not stopped");
+    data.len() as u64
+}
+
 /// `SENDERS_POOL_PROFILE=<what>:<n>:<repeats>`: runs one workload without criterion.
 fn profile(spec: &str) {
     let mut parts = spec.split(':');
@@ -1372,6 +1387,7 @@ fn profile(spec: &str) {
     let sch = pool.scheduler();
     let latent = latent_pool();
     let latent_sch = latent.scheduler();
+    let mut data = if what.starts_with("bulk") { vec![0.5; n as usize] } else { Vec::new() };
     let start = Instant::now();
     let mut sum = 0;
     for _ in 0..repeats {
@@ -1416,6 +1432,8 @@ fn profile(spec: &str) {
                 sync_wait(sch.schedule()).expect("round trip");
             }),
             "rayon_outside_cold" => cold(n, &mut || rpool.install(|| ())),
+            "bulk_mem" => profile_bulk(&sch, &mut data, add_one),
+            "bulk_compute" => profile_bulk(&sch, &mut data, sin_sqrt),
             other => panic!("unknown profile workload {other:?}"),
         };
     }

@@ -54,8 +54,8 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use crossbeam_utils::CachePadded;
 use senders::{
-    CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, SenderExt, Spawnable, StaticThreadPool,
-    just, schedule, scope::CounterKind, spawn, starts_on, sync_wait,
+    CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, Sender, SenderExt, SenderTo, Spawnable,
+    StaticThreadPool, just, schedule, scope::CounterKind, spawn, starts_on, sync_wait,
 };
 
 /// Workers in every pool.
@@ -147,15 +147,37 @@ fn ours_tree(sch: &'static PoolScheduler, kind: CounterKind, iters: u64, count: 
     sync_wait(scope.join()).unwrap();
 }
 
-/// The same tree with the children spawned as `just(()).then(..)`: no domain, so
-/// `spawn` starts them inline (a sequential walk that still pays for the scope).
+/// A sender whose domain is the default one, whose `apply_spawn` starts spawned work
+/// inline (a sender without a domain is queued on the spawning worker, as the pool's).
+struct OnDefault<S>(S);
+
+impl<S: Sender> Sender for OnDefault<S> {
+    type Value = S::Value;
+    type Error = S::Error;
+    const SENDS_STOPPED: bool = S::SENDS_STOPPED;
+    type Domain = senders::DefaultDomain;
+    type CompletionScheduler = senders::schedulers::NoScheduler;
+    fn completion_scheduler(&self) -> Self::CompletionScheduler {
+        senders::schedulers::NoScheduler
+    }
+}
+
+impl<S: SenderTo<R>, R: senders::Receiver<S::Value, S::Error>> SenderTo<R> for OnDefault<S> {
+    type Operation = S::Operation;
+    fn connect(self, rcvr: R) -> S::Operation {
+        self.0.connect(rcvr)
+    }
+}
+
+/// The same tree with the children spawned in the default domain, which starts them
+/// inline (a sequential walk that still pays for the scope).
 fn inline_node(tk: CountingToken, depth: u32, count: Option<&'static Counts>) {
     if let Some(c) = count {
         c.visit(on_our_pool);
     }
     if depth > 1 {
         for _ in 0..2 {
-            spawn(just(()).then(move |()| inline_node(tk, depth - 1, count)), tk);
+            spawn(OnDefault(just(()).then(move |()| inline_node(tk, depth - 1, count))), tk);
         }
     }
 }

@@ -306,6 +306,8 @@ impl Invoke for StopFuture {
     fn invoke(self) {
         // SAFETY: the operation (and its flag) is alive while the callback is registered.
         unsafe { (*self.1).store(true, Ordering::Release) };
+        // DROP ORDER: the wake-up may complete the operation; the wake handle dropped
+        // after it is shared, reference-counted, and holds no user data.
         self.0.wake_up();
     }
 }

@@ -23,7 +23,11 @@
 //!
 //! Transformation terminates by construction: a hook's result is connected directly,
 //! never transformed again. [`DefaultDomain`]'s hooks lower to the default
-//! implementations (`ThenImpl`, …), which are not customizable. A domain whose hook
+//! implementations (`ThenImpl`, …), which are not customizable. The one chain is the
+//! default `transform_bulk` ([`default_transforms!`](crate::default_transforms)):
+//! P3481 defines `bulk` through `bulk_chunked`, so it lowers `bulk` to `bulk_chunked`
+//! and returns the domain's own `transform_bulk_chunked` of that, whose result is
+//! final. A domain that customizes only `bulk_chunked` thus runs plain `bulk` too. A domain whose hook
 //! returned the untransformed sender itself would make the types cyclic, which is a
 //! compile error rather than an endless loop.
 
@@ -60,6 +64,9 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     /// The sender `transform_bulk` produces.
     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
     /// Transforms a `bulk` sender; `env` is `None` for early, `Some` for late.
+    /// [`default_transforms!`](crate::default_transforms)`(bulk)` writes the reference's
+    /// default: `bulk_chunked` of the same shape ([`Bulk::into_chunked`]), transformed by
+    /// [`transform_bulk_chunked`](Self::transform_bulk_chunked).
     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
         self,
         sndr: Bulk<S, F>,
@@ -144,13 +151,14 @@ macro_rules! default_transforms {
         }
     };
     (@one bulk) => {
-        type Bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>> = $crate::adaptors::BulkImpl<S, F>;
+        type Bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>> =
+            <Self as $crate::Domain>::BulkChunked<S, $crate::adaptors::EachIndex<F>>;
         fn transform_bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>, E: $crate::Env>(
             self,
             sndr: $crate::adaptors::Bulk<S, F>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::BulkImpl<S, F> {
-            sndr.lower()
+            env: ::core::option::Option<&E>,
+        ) -> <Self as $crate::Domain>::BulkChunked<S, $crate::adaptors::EachIndex<F>> {
+            <Self as $crate::Domain>::transform_bulk_chunked(self, sndr.into_chunked(), env)
         }
     };
     (@one bulk_chunked) => {

@@ -7,6 +7,7 @@ use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAs
 use crate::adaptors::continues_on::{ScheduleFrom, schedule_from};
 use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
+use crate::adaptors::let_ref::{LendAny, LendFn, LendScope, LendTyped, LetValueRef};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::any::{AnyReceiver, AnySender};
@@ -189,6 +190,89 @@ pub trait SenderExt: Sender {
         Let::new(self, f)
     }
 
+    /// `let_value` by reference (P2300's own semantics): the value is kept in the
+    /// operation and lent to `f`, as `&'a mut V`; the [`AnySender`] that `f` returns may
+    /// borrow it, and anything `f` captures by reference, until it completes. Then its
+    /// operation is dropped and this sender completes with `(value, u)`, `u` being that
+    /// sender's value: the parent has its value back. Errors, stop and panics of either
+    /// stage pass through, after the value is dropped. `f`'s second argument only
+    /// carries the lifetimes ([`LendScope`]); ignore it with `_`. See
+    /// [`LetValueRef`](crate::adaptors::LetValueRef) for the rules, and
+    /// [`let_value_ref_with`](Self::let_value_ref_with) for a typed sender in place of
+    /// the `AnySender`.
+    ///
+    /// The usual divide and conquer: lend the halves of a buffer to the children, then
+    /// use the whole buffer again.
+    ///
+    /// ```
+    /// use senders::{AnySender, SenderExt, just, sync_wait_value, when_all};
+    ///
+    /// fn sort(v: &mut [u32]) -> AnySender<'_, ()> {
+    ///     if v.len() <= 4 {
+    ///         v.sort_unstable();
+    ///         return just(()).boxed();
+    ///     }
+    ///     just(v)
+    ///         .let_value_ref(|v, _| {
+    ///             let (left, right) = v.split_at_mut(v.len() / 2);
+    ///             when_all((sort(left), sort(right))).boxed()
+    ///         })
+    ///         .then(|(v, ((), ()))| {
+    ///             let (left, right) = v.split_at(v.len() / 2);
+    ///             let (mut i, mut j, mut merged) = (0, 0, Vec::with_capacity(v.len()));
+    ///             while i < left.len() && j < right.len() {
+    ///                 if left[i] <= right[j] { merged.push(left[i]); i += 1 } else { merged.push(right[j]); j += 1 }
+    ///             }
+    ///             merged.extend_from_slice(&left[i..]);
+    ///             merged.extend_from_slice(&right[j..]);
+    ///             v.copy_from_slice(&merged);
+    ///         })
+    ///         .boxed()
+    /// }
+    ///
+    /// let mut data = vec![9, 3, 7, 1, 8, 2, 6, 4, 5, 0];
+    /// sync_wait_value(sort(&mut data));
+    /// assert_eq!(data, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    /// ```
+    fn let_value_ref<'env, F, U, Sch>(self, f: F) -> LetValueRef<Self, LendAny<'env, F, U, Sch>>
+    where
+        F: for<'a> FnOnce(&'a mut Self::Value, LendScope<'a, 'env>) -> AnySender<'a, U, Self::Error, Sch>,
+        Sch: MaybeScheduler,
+    {
+        LetValueRef::new(self, LendAny::new(f))
+    }
+
+    /// [`let_value_ref`](Self::let_value_ref) with a sender of any type, which may depend
+    /// on the loan: `f` is a [`LendFn`], a function item such as
+    /// `fn step<'a>(v: &'a mut V) -> SomeSender<'a>`, whose sender is kept in the
+    /// operation without a heap block. A closure fits only if its sender does not borrow
+    /// the value (a closure's return type cannot name its argument's lifetime), and the
+    /// sender's type must be nameable (`impl Sender` hides how it connects): use
+    /// `let_value_ref` where either bites.
+    ///
+    /// ```
+    /// use senders::adaptors::WhenAll;
+    /// use senders::{AnySender, SenderExt, just, sync_wait_value, when_all};
+    ///
+    /// fn fill(part: &mut [u32], base: u32) -> AnySender<'_, ()> {
+    ///     just(part).then(move |part| part.iter_mut().zip(base..).for_each(|(x, i)| *x = i)).boxed()
+    /// }
+    /// fn halves<'a>(v: &'a mut Vec<u32>) -> WhenAll<(AnySender<'a, ()>, AnySender<'a, ()>)> {
+    ///     let (left, right) = v.split_at_mut(2);
+    ///     when_all((fill(left, 0), fill(right, 2)))
+    /// }
+    ///
+    /// let (v, _) = sync_wait_value(just(vec![0; 4]).let_value_ref_with(halves));
+    /// assert_eq!(v, [0, 1, 2, 3]);
+    /// ```
+    fn let_value_ref_with<'v, F, U>(self, f: F) -> LetValueRef<Self, LendTyped<'v, F, U>>
+    where
+        Self::Value: 'v,
+        F: for<'a> LendFn<'a, Self::Value, U, Self::Error>,
+    {
+        LetValueRef::new(self, LendTyped::new(f))
+    }
+
     /// `let_error(sndr, f)`: on error `e`, continues with the sender `f(e)`.
     ///
     /// ```
@@ -281,6 +365,7 @@ pub trait SenderExt: Sender {
     fn awaited(self) -> Awaited<Self>
     where
         Self: SenderTo<AwaitRcvr<<Self as Sender>::Value, <Self as Sender>::Error>>,
+        <Self as SenderTo<AwaitRcvr<<Self as Sender>::Value, <Self as Sender>::Error>>>::Operation: Send,
     {
         crate::task::awaited(self)
     }

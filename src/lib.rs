@@ -20,6 +20,9 @@
 //! - `cargo run --release --example tree`: a million-node tree owned by `main`, one
 //!   `spawn` per node into a `let_async_scope` whose work borrows the tree, timed against
 //!   rayon.
+//! - `cargo run --release --example mergesort` (and `matmul`, `strassen`): divide and
+//!   conquer as sender graphs, each node lending parts of its buffers to its children
+//!   with [`let_value_ref`](SenderExt::let_value_ref) and using the whole again after.
 //! - `cargo test`: the tests.
 //!
 //! `use senders::prelude::*;` brings in what a program types: the traits whose methods
@@ -88,7 +91,7 @@
 //! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
 //! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env`, `defer` |
 //! | `src/adaptors/` | the adaptors: `then`, `let_*`, `bulk`, `when_all` (and `fork_join`), `when_any`, `continues_on`, `starts_on`, `on`, `stop_when`, `write_env`, the channel reshapers, `EitherSender` |
-//! | `src/consumers/` | `sync_wait` |
+//! | `src/consumers/` | `sync_wait`, `sync_wait_value` |
 //! | `src/schedulers/` | `RunLoop`, `InlineScheduler`, `SingleThreadContext` |
 //! | `src/time/` | timed schedulers (`schedule_at`, `schedule_after`), the timer service, `timeout` |
 //! | `src/ext.rs` | [`SenderExt`], the methods that chain adaptors |
@@ -138,7 +141,7 @@ pub use adaptors::{
 };
 pub use any::AnySender;
 pub use bridge::{from_future, into_awaitable};
-pub use consumers::sync_wait;
+pub use consumers::{sync_wait, sync_wait_value};
 pub use domain::{DefaultDomain, Domain};
 pub use env::{EmptyEnv, Env, EnvExt, GetDomain, GetScheduler, Query};
 pub use ext::SenderExt;

@@ -16,7 +16,7 @@ pub use crate::{
     SimpleCountingToken, SingleThreadContext, Spawnable, StaticThreadPool, StopCallback, StopToken, Task,
     TimedScheduler, awaited, change_scheduler, defer, fork_join, from_future, into_awaitable, just, just_error,
     just_stopped, let_async_scope, nest, on, read_env, schedule, schedule_from, spawn, spawn_future, starts_on,
-    stop_when, sync_wait, when_all, when_all_iter, when_all_with_variant, when_any, when_any_iter,
+    stop_when, sync_wait, sync_wait_value, when_all, when_all_iter, when_all_with_variant, when_any, when_any_iter,
 };
 #[cfg(not(loom))]
 pub use crate::{default_pool, parallel_scheduler, schedule_after, schedule_at, timeout};

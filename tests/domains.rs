@@ -194,3 +194,45 @@ fn a_domain_that_customizes_then_sees_it_through_an_erased_then_of_just() {
     assert_eq!(sync_wait(starts_on(ctx.scheduler(), erased)).unwrap(), Some(3));
     assert_eq!(LATE_THENS.load(Ordering::SeqCst), 1, "the domain's `then` ran at connect");
 }
+
+/// P3481 defines `bulk` through `bulk_chunked`: a domain that customizes only
+/// `bulk_chunked` (its `default_transforms!` writes `bulk`) sees a plain `bulk`, early
+/// and late, and the chunk function it gets runs every index of the `bulk`.
+#[test]
+fn a_domain_that_customizes_only_bulk_chunked_sees_plain_bulk() {
+    use senders::adaptors::{BulkChunked, BulkChunkedFn, BulkChunkedImpl};
+
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    struct ChunkedDomain;
+    static EARLY: AtomicUsize = AtomicUsize::new(0);
+    static LATE: AtomicUsize = AtomicUsize::new(0);
+    impl Domain for ChunkedDomain {
+        default_transforms!(then, bulk, bulk_unchunked, bulk_each, when_all);
+        type BulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = BulkChunkedImpl<S, F>;
+        fn transform_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>, E: Env>(
+            self,
+            sndr: BulkChunked<S, F>,
+            env: Option<&E>,
+        ) -> BulkChunkedImpl<S, F> {
+            let counter = if env.is_some() { &LATE } else { &EARLY };
+            counter.fetch_add(1, Ordering::SeqCst);
+            sndr.lower()
+        }
+    }
+    let counts = || (EARLY.load(Ordering::SeqCst), LATE.load(Ordering::SeqCst));
+
+    let ctx = SingleThreadContext::<ChunkedDomain>::with_domain("chunked");
+    let early = ctx.scheduler().schedule().then(|()| AtomicUsize::new(0)).bulk(4, add_index);
+    assert_eq!(counts(), (1, 0), "the domain's bulk_chunked transformed the bulk when it was built");
+    assert_eq!(sync_wait(early).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    let late = starts_on(ctx.scheduler(), just(AtomicUsize::new(0)).bulk(4, add_index));
+    assert_eq!(sync_wait(late).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    assert_eq!(counts(), (1, 1), "and at connect, under the domain's scheduler");
+    // `bulk_chunked` itself still goes through the same hook.
+    let chunked =
+        ctx.scheduler().schedule().then(|()| AtomicUsize::new(0)).bulk_chunked(4, |lo, hi, sum: &AtomicUsize| {
+            (lo..hi).for_each(|i| add_index(i, sum));
+        });
+    assert_eq!(sync_wait(chunked).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    assert_eq!(counts(), (2, 1));
+}

@@ -16,8 +16,8 @@ mod whole_pool {
     use loom::thread;
 
     use senders::{
-        AnySender, CountingScope, GetScheduler, PoolScheduler, RunLoopScheduler, SenderExt, StaticThreadPool, just,
-        read_env, schedule, spawn, starts_on, sync_wait, when_all,
+        AnySender, CountingScope, CountingToken, GetScheduler, PoolScheduler, RunLoopScheduler, SenderExt,
+        StaticThreadPool, just, read_env, schedule, spawn, starts_on, sync_wait, when_all,
     };
 
     /// What the jobs of a model did: ran their body, or completed stopped.
@@ -328,6 +328,77 @@ mod whole_pool {
         });
     }
 
+    /// What the model of fairness (P) shares between its rounds and its outside job.
+    #[derive(Default)]
+    struct Fairness {
+        /// The outside job has been queued (stored after its `spawn` returned).
+        queued: loom::sync::atomic::AtomicBool,
+        /// The outside job has run.
+        ran: loom::sync::atomic::AtomicBool,
+        /// The first round that saw `queued`.
+        seen_at: AtomicUsize,
+        /// Rounds that saw `queued` two or more rounds before and the job not yet run.
+        late: AtomicUsize,
+    }
+
+    /// Rounds of the busy job of model P.
+    const ROUNDS: usize = 4;
+
+    /// Round `r` of model P's busy job: spawned from its worker, so every round is a job
+    /// of that worker's own deque. Until the outside job has run, it notes whether it
+    /// was queued, counts itself late if it was queued two rounds before (the pool looks
+    /// outside first at one look in two under loom), and spawns the next round.
+    fn busy_round(sch: PoolScheduler, token: CountingToken, f: Arc<Fairness>, r: usize) {
+        let next = sch.clone();
+        assert!(spawn(
+            schedule(&sch).then(move |()| {
+                if f.ran.load(Ordering::Acquire) {
+                    return;
+                }
+                if f.queued.load(Ordering::Acquire) {
+                    let seen = f.seen_at.load(Ordering::Relaxed);
+                    if seen == 0 {
+                        f.seen_at.store(r, Ordering::Relaxed);
+                    } else if r >= seen + 2 {
+                        f.late.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if r < ROUNDS {
+                    busy_round(next, token, f, r + 1);
+                }
+            }),
+            token
+        ));
+    }
+
+    /// (P) Fairness: a job submitted from outside the pool runs while the only worker's
+    /// own deque always holds the next round of a busy job. Once a round has seen the
+    /// outside job queued, the job runs before the round two after it (one look in two
+    /// takes outside work first under loom, one in 61 otherwise). Without the look
+    /// outside first, it runs after the last round.
+    #[test]
+    fn outside_work_runs_while_the_workers_own_deque_stays_busy() {
+        loom::model(|| {
+            let pool = StaticThreadPool::new(1).unwrap();
+            let scope = Arc::new(CountingScope::new());
+            let f = Arc::new(Fairness::default());
+            busy_round(pool.scheduler(), scope.token(), f.clone(), 1);
+            let outside = {
+                let (sch, scope, f) = (pool.scheduler(), scope.clone(), f.clone());
+                thread::spawn(move || {
+                    let g = f.clone();
+                    assert!(spawn(schedule(&sch).then(move |()| g.ran.store(true, Ordering::Release)), scope.token()));
+                    f.queued.store(true, Ordering::Release);
+                })
+            };
+            outside.join().unwrap();
+            sync_wait(scope.join()).unwrap();
+            assert!(f.ran.load(Ordering::Relaxed));
+            assert_eq!(f.late.load(Ordering::Relaxed), 0, "the outside job waited past its turn");
+            drop(pool);
+        });
+    }
+
     /// (H) The join inside spawned work whose scope is stopped from another thread. The
     /// first child (a one-iteration `bulk`, which looks at its stop token) links the
     /// parent's token and completes inline, so its arrival is noted and the second child
@@ -363,7 +434,7 @@ mod whole_pool {
         });
     }
 
-    /// (P) A `sync_wait` nested in a job on a worker waits by working: its `when_all`'s
+    /// (R) A `sync_wait` nested in a job on a worker waits by working: its `when_all`'s
     /// first child completes inline (its hop onto the pool is the fresh one), the second
     /// is forked, and either the waiting worker takes it back or the other worker steals
     /// it. When it was stolen the waiter finds nothing to run and sleeps through the
@@ -385,7 +456,7 @@ mod whole_pool {
         });
     }
 
-    /// (Q) Work for the nested wait's own scheduler: the waiting worker's sender hops
+    /// (S) Work for the nested wait's own scheduler: the waiting worker's sender hops
     /// onto the pool (its own deque, where the other worker may steal it) and back to
     /// the wait's run loop, which the wait makes when the scheduler is asked for. A push
     /// onto that loop from the other worker wakes the waiter through the pool's sleep

@@ -13,6 +13,8 @@
 //!   errors, panics, stop requests, and the same results as the default `bulk`;
 //! - the pool's `when_all`: children forked onto different workers, deep trees, errors,
 //!   stop requests, panics;
+//! - fairness: while endless bulks keep every worker busy, a stop from a timer on the
+//!   pool, a `timeout` on the pool and round trips from outside threads reach them;
 //! - a randomized stress mix.
 //!
 //! Timing-sensitive and CPU-heavy tests hold [`serial`] so that they do not compete for
@@ -1404,6 +1406,145 @@ fn a_panic_in_a_when_all_child_on_the_pool_reaches_the_caller() {
         assert_eq!(msg, format!("{QUIET} in child"));
     }
     assert_eq!(sync_wait(starts_on(pool.scheduler(), when_all((just(1), just(2))))), Ok(Some((1, 2))));
+}
+
+// ---------------------------------------------------------------------------------------
+// fairness: work from outside the pool runs while the workers' own deques stay busy
+
+/// How long an endless bulk of the fairness tests may run before it gives up: far more
+/// than the milliseconds the outside work needs to reach it, far less than forever.
+const ENDLESS_LIMIT: Duration = Duration::from_secs(2);
+
+/// The error of an endless bulk that gave up.
+#[derive(Debug, PartialEq)]
+struct GaveUp;
+
+thread_local! {
+    /// The last endless bulk ([`Endless::run`]) that ran an index on this thread.
+    static ENDLESS_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// What an endless bulk shares with its test: when it began, and on how many threads it
+/// has run.
+struct Endless {
+    start: Instant,
+    run: usize,
+    threads: AtomicUsize,
+}
+
+impl Endless {
+    fn new() -> Arc<Self> {
+        static RUNS: AtomicUsize = AtomicUsize::new(1);
+        Arc::new(Endless {
+            start: Instant::now(),
+            run: RUNS.fetch_add(1, Ordering::Relaxed),
+            threads: AtomicUsize::new(0),
+        })
+    }
+
+    /// Iteration `i`: every 64 indices, notes the thread and ends the bulk with
+    /// [`GaveUp`] once [`ENDLESS_LIMIT`] has passed, so that a test whose stop never
+    /// arrives fails instead of running forever.
+    fn step(&self, i: usize) -> Result<(), GaveUp> {
+        if !i.is_multiple_of(64) {
+            return Ok(());
+        }
+        if ENDLESS_SEEN.replace(self.run) != self.run {
+            self.threads.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.start.elapsed() > ENDLESS_LIMIT { Err(GaveUp) } else { Ok(()) }
+    }
+
+    /// Waits until the bulk runs on `n` threads (each worker's deque then holds its
+    /// pieces), or until it gave up.
+    fn wait_for_threads(&self, n: usize) {
+        while self.threads.load(Ordering::SeqCst) < n && self.start.elapsed() < ENDLESS_LIMIT {
+            thread::yield_now();
+        }
+    }
+}
+
+/// The bulk forms of the fairness tests.
+const FORMS: [&str; 3] = ["bulk", "bulk_chunked", "bulk_unchunked"];
+
+/// `form` over `0..usize::MAX` (`bulk_chunked`'s function loops over its chunk) after a
+/// `schedule()` on `sch`: the workers run it until it is stopped or gives up.
+fn endless_bulk(sch: &PoolScheduler, form: &str, e: &Arc<Endless>) -> AnySender<'static, (), GaveUp> {
+    let on_pool = schedule(sch).with_error::<GaveUp>();
+    let e = e.clone();
+    match form {
+        "bulk" => on_pool.bulk(usize::MAX, move |i, _: &()| e.step(i)).boxed(),
+        "bulk_chunked" => on_pool
+            .bulk_chunked(usize::MAX, move |lo: usize, hi: usize, _: &()| (lo..hi).try_for_each(|i| e.step(i)))
+            .boxed(),
+        "bulk_unchunked" => on_pool.bulk_unchunked(usize::MAX, move |i, _: &()| e.step(i)).boxed(),
+        other => unreachable!("no bulk form {other}"),
+    }
+}
+
+/// A stop requested by a timer on the pool itself reaches an endless bulk on that pool:
+/// the timer is set once both workers run the bulk, and its hop onto the pool is queued
+/// from the timer thread, outside the pool, while both workers' deques hold pieces.
+#[test]
+fn a_stop_from_a_timer_on_the_pool_ends_an_endless_bulk() {
+    let _serial = serial();
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    for form in FORMS {
+        let e = Endless::new();
+        let source = InplaceStopSource::new();
+        let r = thread::scope(|s| {
+            s.spawn(|| {
+                e.wait_for_threads(2);
+                sync_wait(schedule_after(&sch, Duration::from_millis(1)).then(|()| source.request_stop()))
+            });
+            sync_wait(stop_when(endless_bulk(&sch, form, &e), source.token()))
+        });
+        assert_eq!(r, Ok(None), "{form}: stopped by the timer, after {:?}", e.start.elapsed());
+        assert!(e.start.elapsed() < ENDLESS_LIMIT);
+    }
+}
+
+/// `timeout` on the pool around an endless bulk on the same pool fires (its timer's hop
+/// is queued, from the timer thread, once both workers run the bulk).
+#[test]
+fn a_timeout_on_the_pool_ends_an_endless_bulk() {
+    let _serial = serial();
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    for form in FORMS {
+        let e = Endless::new();
+        let r = sync_wait(timeout(endless_bulk(&sch, form, &e), &sch, Duration::from_millis(50)));
+        let took = e.start.elapsed();
+        assert_eq!(r, Err(time::TimeoutError::Elapsed), "{form}");
+        assert!(took < ENDLESS_LIMIT, "{form}: the timeout fired after {took:?}");
+    }
+}
+
+/// While an endless bulk runs on both workers, round trips onto the pool from threads
+/// outside it complete: from more threads than the pool has lanes, so through the lanes
+/// and through the injector.
+#[test]
+fn round_trips_from_outside_complete_while_an_endless_bulk_runs() {
+    let _serial = serial();
+    let pool = StaticThreadPool::new(2).unwrap();
+    let sch = pool.scheduler();
+    for form in FORMS {
+        let e = Endless::new();
+        let source = InplaceStopSource::new();
+        thread::scope(|s| {
+            let run = s.spawn(|| sync_wait(stop_when(endless_bulk(&sch, form, &e), source.token())));
+            e.wait_for_threads(2);
+            let trips: Vec<_> = (0..6).map(|_| s.spawn(|| sync_wait(schedule(&sch)))).collect();
+            for trip in trips {
+                assert_eq!(trip.join().unwrap(), Ok(Some(())), "{form}");
+            }
+            let took = e.start.elapsed();
+            source.request_stop();
+            assert_eq!(run.join().unwrap(), Ok(None), "{form}: the bulk was stopped, not given up");
+            assert!(took < ENDLESS_LIMIT, "{form}: the round trips took {took:?}");
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -517,3 +517,106 @@ fn an_awaited_operation_too_large_for_the_awaits_room_completes_and_drops_once()
     });
     assert_eq!(msg, "connect panicked");
 }
+
+/// Issue 40: a `let_async_scope` written inline in a task's body compiles (the awaited
+/// sender's type no longer asks the compiler to prove the scope function's higher-ranked
+/// bound again when it checks the body's `Send`), and so does a `let_value_ref`; both
+/// borrow the body's locals, and spawned work sees the task's scheduler.
+#[test]
+fn let_async_scope_and_let_value_ref_written_inline_in_a_task_body() {
+    let pool = common::pool(2);
+    let hits = AtomicUsize::new(0);
+    let hits_ref = &hits;
+    let task = T::new(async move {
+        let data = vec![1usize, 2, 3];
+        let data_ref = &data;
+        just(())
+            .let_async_scope(|tk, ()| {
+                for x in data_ref {
+                    let on_the_tasks_scheduler = read_env(GetScheduler).let_value(|s: TaskScheduler| schedule(&s));
+                    spawn(on_the_tasks_scheduler.then(move |()| _ = hits_ref.fetch_add(*x, Ordering::SeqCst)), tk);
+                }
+            })
+            .await?;
+        let (data, len) = just(data)
+            .let_value_ref(|v, _| {
+                v.push(4);
+                just(v.len()).boxed()
+            })
+            .await?;
+        Ok(len + data.iter().sum::<usize>())
+    });
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), task)).unwrap(), Some(4 + 10));
+    assert_eq!(hits.load(Ordering::SeqCst), 6);
+}
+
+/// Issue 40: a `Task` has no domain of its own. Spawned on a pool worker, it is queued
+/// on that worker's deque (the pool's `apply_spawn`), not run inline: the first task
+/// waits to meet the second, which is spawned only after the first `spawn` returned, and
+/// they meet (run inline, the first would wait out the timeout alone).
+#[test]
+fn a_task_spawned_on_a_pool_worker_is_queued_there_not_run_inline() {
+    let pool = common::pool(2);
+    let meeting = common::Meeting::default();
+    let met = AtomicUsize::new(0);
+    let (meeting_ref, met_ref) = (&meeting, &met);
+    let work = just(()).let_async_scope(|tk, ()| {
+        for _ in 0..2 {
+            spawn(
+                T::new(async move {
+                    if meeting_ref.meet(common::SAFETY_TIMEOUT) {
+                        met_ref.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(())
+                }),
+                tk,
+            );
+        }
+    });
+    sync_wait(starts_on(pool.scheduler(), work)).unwrap();
+    assert_eq!(met.load(Ordering::SeqCst), 2, "both tasks ran side by side");
+    // `spawn_future` follows the same rule.
+    let meeting = common::Meeting::default();
+    let meeting_ref = &meeting;
+    let work = just(()).let_async_scope(|tk, ()| {
+        let first = spawn_future(T::new(async move { Ok(meeting_ref.meet(common::SAFETY_TIMEOUT)) }), tk);
+        let second = spawn_future(T::new(async move { Ok(meeting_ref.meet(common::SAFETY_TIMEOUT)) }), tk);
+        when_all((first, second))
+    });
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), work)).unwrap(), Some((true, true)));
+}
+
+/// Off the pool, a spawned `Task` starts inline, as the default domain starts work:
+/// its body has run up to its first `.await` when `spawn` returns.
+#[test]
+fn a_task_spawned_off_the_pool_starts_inline() {
+    let scope = CountingScope::new();
+    let here = std::thread::current().id();
+    let ran_here = Arc::new(AtomicBool::new(false));
+    let flag = ran_here.clone();
+    spawn(
+        T::new(async move {
+            flag.store(std::thread::current().id() == here, Ordering::SeqCst);
+            Ok(())
+        }),
+        scope.token(),
+    );
+    assert!(ran_here.load(Ordering::SeqCst), "ran on this thread, before spawn returned");
+    sync_wait(scope.join()).unwrap();
+}
+
+/// Issue 40: a task that cannot fail is written without naming its error type, and its
+/// block returns the value itself.
+#[test]
+fn an_infallible_task_returns_its_value_without_an_error_type() {
+    let task = Task::infallible(async {
+        let Ok(x) = just(20).then(|x| x * 2).await;
+        x + 2
+    });
+    assert_eq!(sync_wait_value(task), 42);
+    let stopped: Task<'_, i32> = Task::infallible(async {
+        let Ok(()) = just_stopped::<(), Infallible>().await;
+        1
+    });
+    assert_eq!(sync_wait(stopped), Ok(None), "a stopped await still stops the task");
+}

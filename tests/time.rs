@@ -4,14 +4,17 @@
 //! (before start, while pending, from another thread, racing the deadline); deadlines
 //! that have passed or cannot be represented; many timers; a pool dropped with timers
 //! pending; a user scheduler made timed; `timeout`'s value, error, elapsed, stop and panic
-//! paths. The timer thread's idle CPU is checked in `tests/pool.rs`, the service's
-//! internals in `src/time/tests.rs`, its races in the library's loom models.
+//! paths; where continuations run (never on the timer thread: an inline one on a firing
+//! thread, and one that blocks, even on another timer, delays no other timer);
+//! `schedule_after`'s delay running from `start`. The timer thread's idle CPU is checked
+//! in `tests/pool.rs`, the service's internals in `src/time/tests.rs`, its races in the
+//! library's loom models.
 
 mod common;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use common::{WaitProbe, cancel_on_stop, panic_message, thread_name, wait_for_stop, with_stop};
@@ -20,6 +23,24 @@ use senders::*;
 
 const HOUR: Duration = Duration::from_secs(3600);
 const MS: Duration = Duration::from_millis(1);
+/// How long a test waits for what should take milliseconds before it fails.
+const PATIENCE: Duration = Duration::from_secs(10);
+/// The name of the timer service's firing threads.
+const FIRING: &str = "senders-firing";
+
+/// Runs `f` on a thread of its own and returns its result, or fails if none comes within
+/// [`PATIENCE`]: a regression that hangs fails instead of hanging the test.
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(PATIENCE) {
+        Ok(r) => r,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no result within {PATIENCE:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}
 
 #[test]
 fn schedule_after_completes_on_the_pool_after_the_delay() {
@@ -150,17 +171,20 @@ fn many_timers_fire_each_once_and_none_early() {
     assert_eq!(early.load(Ordering::Relaxed), 0);
 }
 
+/// The hop onto a pool dropped before the deadline is refused on the timer thread: the
+/// sender completes stopped, and on a firing thread, not on the timer thread.
 #[test]
 fn a_pool_dropped_with_pending_timers_completes_them_stopped() {
     let pool = common::pool(1);
     let scope = CountingScope::new();
     let ran = Arc::new(AtomicBool::new(false));
-    let ran2 = ran.clone();
-    assert!(spawn(
-        schedule_after(&pool.scheduler(), 20 * MS).then(move |()| ran2.store(true, Ordering::SeqCst)),
-        scope.token()
-    ));
-    let deadline = Instant::now() + 20 * MS;
+    let stopped_on = Arc::new(Mutex::new(None));
+    let (ran2, stopped_on2) = (ran.clone(), stopped_on.clone());
+    let timer = schedule_after(&pool.scheduler(), 50 * MS)
+        .then(move |()| ran2.store(true, Ordering::SeqCst))
+        .upon_stopped(move || *stopped_on2.lock().unwrap() = Some(thread_name()));
+    let deadline = Instant::now() + 50 * MS;
+    assert!(spawn(timer, scope.token()));
     drop(pool);
     let dropped_in_time = Instant::now() < deadline;
     assert_eq!(sync_wait(scope.join()), Ok(Some(())));
@@ -168,6 +192,7 @@ fn a_pool_dropped_with_pending_timers_completes_them_stopped() {
     // take longer under memcheck), the hop onto it completed stopped and `then` never ran.
     if dropped_in_time {
         assert!(!ran.load(Ordering::SeqCst));
+        assert_eq!(stopped_on.lock().unwrap().clone(), Some(Some(FIRING.to_owned())));
     }
 }
 
@@ -228,6 +253,9 @@ impl TimedScheduler for Mine {
     fn schedule_at(&self, deadline: Instant) -> ScheduleAt<Self> {
         ScheduleAt::new(self.clone(), Some(deadline))
     }
+    fn schedule_after(&self, delay: Duration) -> ScheduleAt<Self> {
+        ScheduleAt::after(self.clone(), delay)
+    }
 }
 
 #[test]
@@ -238,6 +266,114 @@ fn a_user_scheduler_is_timed_through_schedule_at() {
     let name = sync_wait(schedule_after(&mine, 10 * MS).then(|()| thread_name())).unwrap().unwrap();
     assert!(start.elapsed() >= 10 * MS);
     assert!(name.unwrap().starts_with("senders-worker"));
+}
+
+// ---------------------------------------------------------------------------------------
+// where continuations run
+
+/// The inline scheduler made timed (`ScheduleAt::new`, as its docs show) runs its
+/// continuation on a firing thread, not on the timer thread; a task's scheduler over the
+/// inline scheduler does too. A continuation that waits for another timer
+/// (`sync_wait(schedule_after(..))` inside it) therefore gets it, and timers keep firing
+/// afterwards. (On the timer thread, it waited for itself: that timer, and every later
+/// one in the process, never fired.)
+#[test]
+fn an_inline_timed_continuation_runs_on_a_firing_thread_and_may_wait_for_a_timer() {
+    let pool = common::pool(1);
+    let sch = pool.scheduler();
+    let (name, inner) = within("an inline continuation that waits for a pool timer", move || {
+        let work = ScheduleAt::new(InlineScheduler, Some(Instant::now() + 50 * MS)).then(move |()| {
+            let inner = sync_wait(schedule_after(&sch, 5 * MS).then(|()| thread_name()));
+            (thread_name(), inner)
+        });
+        sync_wait(work).unwrap().unwrap()
+    });
+    assert_eq!(name.as_deref(), Some(FIRING));
+    assert!(inner.unwrap().unwrap().unwrap().starts_with("senders-worker"));
+    let erased = senders::task::TaskScheduler::new(InlineScheduler);
+    let name = within("a task's scheduler over the inline scheduler", move || {
+        sync_wait(schedule_after(&erased, 20 * MS).then(|()| thread_name())).unwrap().unwrap()
+    });
+    assert_eq!(name.as_deref(), Some(FIRING));
+    let sch = pool.scheduler();
+    assert_eq!(within("a later timer", move || sync_wait(schedule_after(&sch, MS))), Ok(Some(())));
+}
+
+/// While an inline continuation blocks on its firing thread, a pool timer and another
+/// inline timer (on another firing thread) still fire. (The delays are long enough that
+/// no deadline passes before its timer is set, which would run the continuation on the
+/// starting thread.)
+#[test]
+fn a_blocked_inline_continuation_delays_no_other_timer() {
+    let pool = common::pool(1);
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let blocked = std::thread::spawn(move || {
+        let blocking = ScheduleAt::after(InlineScheduler, 20 * MS).then(move |()| {
+            entered_tx.send(thread_name()).unwrap();
+            // Until the test releases it (or ends).
+            let _ = released.recv();
+        });
+        sync_wait(blocking)
+    });
+    let first = entered.recv_timeout(PATIENCE).expect("the blocking continuation never ran");
+    let sch = pool.scheduler();
+    let on_pool =
+        within("a pool timer", move || sync_wait(schedule_after(&sch, 5 * MS).then(|()| thread_name()))).unwrap();
+    assert!(on_pool.unwrap().unwrap().starts_with("senders-worker"));
+    let second = within("a second inline timer", || {
+        sync_wait(ScheduleAt::after(InlineScheduler, 20 * MS).then(|()| thread_name())).unwrap().unwrap()
+    });
+    assert_eq!(second.as_deref(), Some(FIRING));
+    assert_eq!(first.as_deref(), Some(FIRING));
+    release.send(()).unwrap();
+    assert_eq!(blocked.join().unwrap(), Ok(Some(())));
+}
+
+// ---------------------------------------------------------------------------------------
+// schedule_after's delay runs from start
+
+/// Senders are lazy: a `schedule_after` made, left idle longer than its delay, and then
+/// started still waits its whole delay, on every timed scheduler of the crate, a user's
+/// (through `ScheduleAt::after`) and the inline scheduler made timed.
+#[test]
+fn schedule_after_waits_its_delay_from_start_not_from_when_it_is_made() {
+    const DELAY: Duration = Duration::from_millis(100);
+    let pool = common::pool(1);
+    let ctx = SingleThreadContext::new();
+    let task_sch = senders::task::TaskScheduler::new(pool.scheduler());
+    let run_loop = RunLoop::new();
+    let (on_pool, on_ctx, on_task, on_loop, on_mine, inline) = (
+        schedule_after(&pool.scheduler(), DELAY),
+        schedule_after(&ctx.scheduler(), DELAY),
+        schedule_after(&task_sch, DELAY),
+        schedule_after(&run_loop.scheduler(), DELAY),
+        schedule_after(&Mine(pool.scheduler()), DELAY),
+        ScheduleAt::after(InlineScheduler, DELAY),
+    );
+    std::thread::sleep(DELAY + 50 * MS);
+    let waited = |what: &str, start: Instant, r: Result<Option<()>, Infallible>| {
+        let took = start.elapsed();
+        assert_eq!(r, Ok(Some(())), "{what}");
+        assert!(took >= DELAY, "{what}: completed {took:?} after its start, not {DELAY:?}");
+    };
+    let start = Instant::now();
+    waited("pool", start, sync_wait(on_pool));
+    let start = Instant::now();
+    waited("single-thread context", start, sync_wait(on_ctx));
+    let start = Instant::now();
+    waited("task scheduler", start, sync_wait(on_task));
+    let start = Instant::now();
+    waited("user scheduler", start, sync_wait(on_mine));
+    let start = Instant::now();
+    waited("inline scheduler", start, sync_wait(inline));
+    // The run loop's timer completes on the thread that runs the loop.
+    std::thread::scope(|s| {
+        s.spawn(|| run_loop.run());
+        let start = Instant::now();
+        waited("run loop", start, sync_wait(on_loop));
+        run_loop.finish();
+    });
 }
 
 // ---------------------------------------------------------------------------------------

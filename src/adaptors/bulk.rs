@@ -3,10 +3,17 @@
 //!
 //! | algorithm | the function gets | on the pool | by default |
 //! |---|---|---|---|
-//! | `bulk(shape, f)` | `f(i, &value)` | chunks split adaptively, down to single indices | `f(0..shape)` in order |
+//! | `bulk(shape, f)` | `f(i, &value)` | chunks split adaptively, down to single indices | `f(0..shape)` in order, as the domain's `bulk_chunked` of [`EachIndex`]`(f)` |
 //! | `bulk_chunked(shape, f)` | `f(begin, end, &value)` for chunks that cover `0..shape` | the same chunks, one call each | one call, `f(0, shape, &value)` |
 //! | `bulk_unchunked(shape, f)` | `f(i, &value)` | every index its own job | in order |
 //! | `bulk_each(f)` | `f(i, &mut value[i])` | as `bulk` | in order |
+//!
+//! P3481 defines `bulk` through `bulk_chunked`: `bulk(shape, f)` is `bulk_chunked` of the
+//! same shape whose function runs `f` for each index of its chunk ([`Bulk::into_chunked`]).
+//! The default `transform_bulk` ([`default_transforms!`](crate::default_transforms)) does
+//! that, then hands the result to the domain's own `transform_bulk_chunked`, so a domain
+//! that customizes only `bulk_chunked` runs plain `bulk` too. A domain that customizes
+//! `bulk` itself (the pool's) is not affected.
 
 use std::marker::PhantomData;
 
@@ -17,6 +24,7 @@ use crate::env::Env;
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
+use crate::stop::StopToken;
 
 /// What one bulk iteration may return: `()`, or `Result<(), E>` to fail the whole bulk.
 pub trait BulkOutcome<E> {
@@ -73,6 +81,13 @@ impl<S, F> Bulk<S, F> {
     /// The default, sequential implementation.
     pub fn lower(self) -> BulkImpl<S, F> {
         BulkImpl { sndr: self.sndr, shape: self.shape, f: self.f }
+    }
+    /// `bulk` as P3481 defines it: `bulk_chunked` of the same shape whose function runs
+    /// `f` for each index of its chunk, in order. The default `transform_bulk`
+    /// ([`default_transforms!`](crate::default_transforms)) transforms this with the
+    /// domain's `transform_bulk_chunked`.
+    pub fn into_chunked(self) -> BulkChunked<S, EachIndex<F>> {
+        BulkChunked { sndr: self.sndr, shape: self.shape, f: EachIndex(self.f) }
     }
 }
 
@@ -210,12 +225,44 @@ pub(crate) fn bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(
 pub trait BulkChunkedFn<V, E> {
     /// Runs the chunk `begin..end`.
     fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E>;
+
+    /// Runs the chunk `begin..end` on the calling thread, and may end it early, before
+    /// an index, once `token` is stopped: it then returns `Ok(false)`. By default one
+    /// [`call`](Self::call), which never ends early; [`EachIndex`] (a `bulk`'s function
+    /// lowered to `bulk_chunked`) looks at the token every 64 indices, as the default
+    /// `bulk` does. The default `bulk_chunked` runs its one chunk through this.
+    fn call_stoppable(&self, begin: usize, end: usize, value: &V, token: &StopToken<'_>) -> Result<bool, E> {
+        let _ = token;
+        self.call(begin, end, value).map(|()| true)
+    }
 }
 
 impl<V, E, O: BulkOutcome<E>, F: Fn(usize, usize, &V) -> O> BulkChunkedFn<V, E> for F {
     #[inline]
     fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E> {
         self(begin, end, value).into_result()
+    }
+}
+
+/// The function of a `bulk` lowered to `bulk_chunked` ([`Bulk::into_chunked`]): runs the
+/// `bulk`'s `f(i, &value)` for each index `i` of its chunk, in order, stopping at the
+/// first error.
+pub struct EachIndex<F>(F);
+
+impl<V, E, F: BulkFn<V, E>> BulkChunkedFn<V, E> for EachIndex<F> {
+    #[inline]
+    fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E> {
+        (begin..end).try_for_each(|i| self.0.call(i, value))
+    }
+
+    fn call_stoppable(&self, begin: usize, end: usize, value: &V, token: &StopToken<'_>) -> Result<bool, E> {
+        for i in begin..end {
+            if (i - begin).is_multiple_of(STOP_CHECK_INTERVAL) && token.stop_requested() {
+                return Ok(false);
+            }
+            self.0.call(i, value)?;
+        }
+        Ok(true)
     }
 }
 
@@ -244,8 +291,9 @@ impl<S, F> BulkChunked<S, F> {
 }
 
 /// The default `bulk_chunked`: one call `f(0, shape, &value)` on the thread that
-/// delivered the value (none for a shape of zero), after a look at the stop token; the
-/// error, panic and stop rules of the default `bulk`.
+/// delivered the value (none for a shape of zero), after a look at the stop token, made
+/// through [`BulkChunkedFn::call_stoppable`] (so a lowered `bulk` also looks between its
+/// indices); the error, panic and stop rules of the default `bulk`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct BulkChunkedImpl<S, F> {
     sndr: S,
@@ -301,8 +349,17 @@ impl<V, E, F: BulkChunkedFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkChu
     fn set_value(self, value: V) {
         let BulkChunkedReceiver { shape, f, rcvr } = self;
         let f = f.into_inner();
-        // One chunk: the whole shape, as one "iteration" of the in-order loop.
-        let run = run_in_order(&rcvr, usize::from(shape > 0), |_| f.call(0, shape, &value));
+        // One chunk, the whole shape, after a look at the stop token.
+        let run = catch(|| {
+            let token = rcvr.env().stop_token();
+            if shape == 0 {
+                return Ok(true);
+            }
+            if token.stop_requested() {
+                return Ok(false);
+            }
+            f.call_stoppable(0, shape, &value, &token)
+        });
         finish(rcvr, value, f, run);
     }
     fn set_error(self, error: E) {

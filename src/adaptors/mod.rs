@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
+//! | `let_ref.rs` | `let_value_ref`, `let_value_ref_with`: `let_value` by reference, handing the value on |
 //! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
 //! | `when_all.rs` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
@@ -23,6 +24,7 @@ pub(crate) mod channels;
 pub(crate) mod continues_on;
 pub(crate) mod either;
 pub(crate) mod let_;
+pub(crate) mod let_ref;
 pub(crate) mod on;
 pub(crate) mod stop_when;
 pub(crate) mod then;
@@ -33,7 +35,7 @@ pub(crate) mod write_env;
 pub use crate::block::{BlockSlice, BlockVec, BlockVecIntoIter};
 pub use bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkEach, BulkEachFn, BulkEachImpl,
-    BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked,
+    BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked, EachIndex,
 };
 pub use channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
@@ -45,6 +47,10 @@ pub use continues_on::{
 };
 pub use either::{EitherOp, EitherSender};
 pub use let_::{Let, LetFirstReceiver, LetKind, LetOp, LetSecondEnv, LetSecondReceiver, OnError, OnStopped, OnValue};
+pub use let_ref::{
+    LendAny, LendConnect, LendFn, LendScope, LendSlot, LendTyped, Lender, LenderTo, LentReceiver, LetRefEnv,
+    LetRefFirst, LetRefReceiver, LetValueRef, LetValueRefOp,
+};
 pub use on::{On, OnOp, on};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};

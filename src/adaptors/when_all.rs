@@ -298,6 +298,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
 
     /// Records that a child ended without a value. Returns nothing; the caller arrives.
     fn fail(&self, failure: Option<Failure<C::Error>>) {
+        // DROP ORDER: a failure that loses is dropped when this returns, before the arrival.
         let target = if failure.is_some() { FAILED } else { STOPPED };
         let mut cur = self.state.load(Ordering::Relaxed);
         loop {

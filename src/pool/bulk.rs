@@ -20,6 +20,15 @@
 //! (error or panic, `state` `FAILED`), or stopped. A piece looks at the state and at the
 //! receiver's stop token between two calls of its kernel and stops early once the bulk
 //! failed or was stopped.
+//!
+//! **Fairness.** A piece of many calls (an unstolen chunk may be most of the shape) also
+//! asks its worker, between two calls, whether work from outside the pool waits
+//! ([`WorkerThread::outside_work_waits`]). If it does, the piece queues the rest of its
+//! range as a new piece on its worker's deque, with its count, moves the outside work
+//! above it ([`WorkerThread::yield_to_outside_work`]), and returns to the worker's loop,
+//! which takes the outside work next: a timer's stop request, a `timeout`, a round trip
+//! from another thread reach a running bulk within one call (`src/pool/README.md`,
+//! *Fairness*).
 
 use std::cell::UnsafeCell;
 use std::marker::{PhantomData, PhantomPinned};
@@ -212,6 +221,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
     }
 
     fn fail(&self, failure: Option<Failure<E>>) {
+        // DROP ORDER: a failure that loses is dropped when this returns, before the arrival.
         let target = if failure.is_some() { FAILED } else { STOPPED };
         let mut cur = self.state.load(Ordering::Relaxed);
         while cur != FAILED && !(cur == STOPPED && target == STOPPED) {
@@ -230,8 +240,10 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
     }
 
     /// Runs the indices `lo..hi`, [`Kernel::PIECE`] at a time, stopping early once the
-    /// bulk failed or was stopped.
-    fn run_range(&self, lo: usize, hi: usize) {
+    /// bulk failed or was stopped. On a worker (`worker`), it also stops after a call when
+    /// work from outside the pool waits, and returns the first index it did not run:
+    /// the caller queues the rest.
+    fn run_range(&self, lo: usize, hi: usize, worker: Option<&WorkerThread>) -> Option<usize> {
         // SAFETY: written by `start_with` before any piece runs, then only read.
         let (ready, _) = unsafe { (*self.ready.get()).expect("bulk: value prepared") };
         let token = self.env().stop_token();
@@ -239,24 +251,28 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             let mut i = lo;
             while i < hi {
                 if self.state.load(Ordering::Relaxed) != RUNNING {
-                    return Ok(());
+                    return Ok(None);
                 }
                 if token.stop_requested() {
                     self.fail(None);
-                    return Ok(());
+                    return Ok(None);
+                }
+                if i > lo && worker.is_some_and(WorkerThread::outside_work_waits) {
+                    return Ok(Some(i));
                 }
                 let end = hi.min(i.saturating_add(K::PIECE));
                 // SAFETY: each index of `0..shape` is in exactly one range, run once.
                 unsafe { self.kernel.call(ready, i, end) }?;
                 i = end;
             }
-            Ok(())
+            Ok(None)
         });
         match run {
-            Ok(Ok(())) => {}
+            Ok(Ok(rest)) => return rest,
             Ok(Err(e)) => self.fail(Some(Failure::Error(e))),
             Err(p) => self.fail(Some(Failure::Panic(p))),
         }
+        None
     }
 
     /// Takes the value, prepares the kernel, and runs the bulk: split across the pool
@@ -297,7 +313,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             }
             // SAFETY: as above; off the pool (or a single index), run in order here.
             _ => unsafe {
-                (*this).run_range(0, shape);
+                (*this).run_range(0, shape, None);
                 Self::arrive(this);
             },
         })
@@ -305,7 +321,8 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
 
     /// Splits `lo..hi` while it has more than one index and the split budget lasts (to
     /// single indices for an eager kernel), pushing the right halves for other workers
-    /// to steal, then runs what is left and arrives.
+    /// to steal, then runs what is left and arrives, or, if it stopped for work from
+    /// outside the pool, queues the rest with its count.
     ///
     /// # Safety
     ///
@@ -317,15 +334,34 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             let mid = lo + (hi - lo) / 2;
             splits /= 2;
             s.pending.fetch_add(1, Ordering::Relaxed);
-            let job = crate::block::new(BulkJob { state: this, lo: mid, hi, splits, origin: worker.index() });
-            // SAFETY: the job owns one count, so the state outlives it; `BulkJob::run`
-            // matches the block's type and frees it.
-            worker.push_local(unsafe { JobRef::new(job.as_ptr(), BulkJob::<V, E, K, R>::run) });
+            // SAFETY: the piece owns the count just taken.
+            unsafe { Self::push_piece(this, worker, mid, hi, splits) };
             hi = mid;
         }
-        s.run_range(lo, hi);
-        // SAFETY: releases the count the caller held.
-        unsafe { Self::arrive(this) };
+        match s.run_range(lo, hi, Some(worker)) {
+            // SAFETY: releases the count the caller held.
+            None => unsafe { Self::arrive(this) },
+            Some(rest) => {
+                // SAFETY: the rest owns the count the caller held. The last touch of the
+                // state here: the rest may run, and complete the bulk, at once.
+                unsafe { Self::push_piece(this, worker, rest, hi, splits) };
+                // Above it, for the loop to take first: the outside work.
+                worker.yield_to_outside_work();
+            }
+        }
+    }
+
+    /// Pushes the piece `lo..hi` on `worker`'s deque, where its owner or a thief runs it.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the live state of a started bulk; the piece takes over one `pending`
+    /// count that the caller held.
+    unsafe fn push_piece(this: *const Self, worker: &WorkerThread, lo: usize, hi: usize, splits: usize) {
+        let job = crate::block::new(BulkJob { state: this, lo, hi, splits, origin: worker.index() });
+        // SAFETY: the job owns one count, so the state outlives it; `BulkJob::run`
+        // matches the block's type and frees it.
+        worker.push_local(unsafe { JobRef::new(job.as_ptr(), BulkJob::<V, E, K, R>::run) });
     }
 
     /// # Safety
@@ -348,12 +384,17 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
             // The value is not delivered: drop it before completing (the crate's discard
             // rule), and let a panic in its `Drop` replace a stop or an error.
             let dropped = discard(value);
-            match (state, (*s.failure.get()).take(), dropped) {
-                (_, Some(Failure::Panic(p)), _) => rcvr.set_panic(p),
-                (_, _, Err(p)) => rcvr.set_panic(p),
-                (STOPPED, _, Ok(())) => rcvr.set_stopped(),
-                (_, Some(Failure::Error(e)), Ok(())) => rcvr.set_error(e),
+            // DROP ORDER: what the completion does not deliver (an error the panic
+            // replaces, a second panic) is dropped at the end of this `let`, before it.
+            let failure = match (state, (*s.failure.get()).take(), dropped) {
+                (_, Some(Failure::Panic(p)), _) | (_, _, Err(p)) => Some(Failure::Panic(p)),
+                (STOPPED, _, Ok(())) => None,
+                (_, Some(Failure::Error(e)), Ok(())) => Some(Failure::Error(e)),
                 (_, None, Ok(())) => unreachable!("bulk: failed without a failure"),
+            };
+            match failure {
+                Some(failure) => failure.deliver(rcvr),
+                None => rcvr.set_stopped(),
             }
         }
     }
@@ -391,7 +432,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkJob<V, E, K, R> {
             }
             // SAFETY: as above; off the pool there is nobody to split for.
             None => unsafe {
-                (*job.state).run_range(job.lo, job.hi);
+                (*job.state).run_range(job.lo, job.hi, None);
                 BulkState::arrive(job.state);
             },
         })

@@ -24,7 +24,7 @@ use crossbeam_utils::CachePadded;
 
 use super::deque::{Stealer, Worker};
 use crate::job::JobRef;
-use crate::sync::{AtomicBool, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
 
 /// Lanes per registry: the outside threads that get one. Two under loom, where every
 /// lane is a model mutex that each look for work takes: enough for a submitter to hold
@@ -38,13 +38,23 @@ pub(crate) const LANES: usize = 2;
 pub(crate) struct Lane {
     /// Claimed by an outside thread, for good.
     held: AtomicBool,
-    /// Raised by the owner from before its look at `terminating` until after its push
-    /// and wake-up; shutdown waits for it to fall.
-    pub(crate) busy: CachePadded<AtomicBool>,
+    /// What only the owner writes, on a cache line of its own.
+    pub(crate) owner: CachePadded<OwnerWords>,
     /// The owner's end: touched only by the thread that claimed the lane.
     deque: UnsafeCell<Worker<JobRef>>,
     /// The workers' end.
     pub(crate) stealer: Stealer<JobRef>,
+}
+
+/// The words of a lane that only its owner writes.
+pub(crate) struct OwnerWords {
+    /// Raised by the owner from before its look at `terminating` until after its push
+    /// and wake-up; shutdown waits for it to fall.
+    pub(crate) busy: AtomicBool,
+    /// How many jobs the owner has pushed: tells a busy worker that the lane may hold
+    /// work it has not seen (`WorkerThread::take_outside_work`) without a look at the
+    /// deque, whose `is_empty` takes a fence.
+    pushes: AtomicUsize,
 }
 
 // SAFETY: the deque's owner end is touched only by the thread holding the lane (`held`
@@ -61,7 +71,7 @@ impl Lane {
         let stealer = deque.stealer();
         Lane {
             held: AtomicBool::new(false),
-            busy: CachePadded::new(AtomicBool::new(false)),
+            owner: CachePadded::new(OwnerWords { busy: AtomicBool::new(false), pushes: AtomicUsize::new(0) }),
             deque: UnsafeCell::new(deque),
             stealer,
         }
@@ -75,6 +85,17 @@ impl Lane {
     pub(crate) unsafe fn push(&self, job: JobRef) {
         // SAFETY: the caller's contract: the owner end is ours alone.
         self.deque.with(|deque| unsafe { (*deque).push(job) });
+        // Only the owner writes the count: a load and a store, no locked instruction, on
+        // the line it wrote `busy` on. Release: a worker that reads this count and then
+        // steals finds the job, unless another took it.
+        let pushes = self.owner.pushes.load(Ordering::Relaxed);
+        self.owner.pushes.store(pushes.wrapping_add(1), Ordering::Release);
+    }
+
+    /// How many jobs the owner has pushed so far (see [`OwnerWords::pushes`]).
+    #[inline]
+    pub(crate) fn pushes(&self) -> usize {
+        self.owner.pushes.load(Ordering::Acquire)
     }
 }
 

@@ -48,7 +48,7 @@ pub(crate) struct Registry {
     /// before draining, wait for them (and for the lanes' `busy` flags).
     submitting: CachePadded<AtomicUsize>,
     /// Deques of their own for outside threads that submit (`lane.rs`).
-    lanes: Box<[Lane]>,
+    lanes: [Lane; LANES],
     /// This registry's identity for the lanes' thread-local claims.
     id: u64,
     /// Held by a worker that saw `terminating` while it waits for the submissions in
@@ -75,7 +75,7 @@ impl Registry {
             terminating: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             submitting: CachePadded::new(AtomicUsize::new(0)),
-            lanes: (0..LANES).map(|_| Lane::new()).collect(),
+            lanes: std::array::from_fn(|_| Lane::new()),
             id: lane::next_id(),
             exiting: Mutex::new(()),
             refs: Refs::new(n),
@@ -126,7 +126,7 @@ impl Registry {
     /// pairs with the heavy fence of [`wait_for_submissions`](Self::wait_for_submissions)
     /// (the argument is in `src/pool/README.md`, *Lanes*).
     fn push_lane(&self, lane: &Lane, job: JobRef) -> bool {
-        lane.busy.store(true, Ordering::Relaxed);
+        lane.owner.busy.store(true, Ordering::Relaxed);
         crate::sync::light_fence();
         let accepted = !self.terminating.load(Ordering::SeqCst);
         if accepted {
@@ -135,12 +135,12 @@ impl Registry {
             self.sleep.wake_one();
         }
         // The last touch of the registry by this call.
-        lane.busy.store(false, Ordering::Release);
+        lane.owner.busy.store(false, Ordering::Release);
         accepted
     }
 
     /// Takes the oldest job of a lane that has one, moving part of the rest to `dest`.
-    /// An empty lane costs two loads (`is_empty`), not a steal's epoch pin.
+    /// An empty lane costs its `is_empty` (two loads and a fence), not a steal's epoch pin.
     fn steal_from_lanes(&self, dest: &Worker<JobRef>) -> Option<JobRef> {
         self.lanes
             .iter()
@@ -185,7 +185,7 @@ impl Registry {
         }
         crate::sync::heavy_fence();
         for lane in &self.lanes {
-            while lane.busy.load(Ordering::Acquire) {
+            while lane.owner.busy.load(Ordering::Acquire) {
                 crate::sync::spin_wait();
             }
         }
@@ -317,7 +317,29 @@ pub(crate) struct WorkerThread {
     latent: LatentForks,
     /// Whether it holds forks latent at all (the pool's option, copied here).
     latent_forks: bool,
+    /// Per lane, its count of pushes when this worker last found it empty: while the
+    /// count is the same, the lane holds no job this worker has not seen taken.
+    lanes_seen: [Cell<usize>; LANES],
+    /// Where [`take_outside_work`](Self::take_outside_work) starts its next look: 0 for
+    /// the injector, `1 + i` for lane `i`.
+    next_outside: Cell<usize>,
+    /// The countdown of [`find_work`](Self::find_work) for the looks of waits
+    /// ([`wait_until`](Self::wait_until)): one for all the waits nested on this stack,
+    /// so that waits which each look only a few times still look outside first at one
+    /// look in [`OUTSIDE_INTERVAL`].
+    wait_until_outside: Cell<u32>,
 }
+
+/// A worker's loop takes work from outside the pool (the injector, the lanes) before its
+/// own at one look for work in this many, so that outside work runs while every
+/// worker's own deque stays busy (a long bulk, a spawn tree). tokio's workers look at
+/// their shared queue every 61 tasks for the same reason; see `README.md`, *Fairness*,
+/// for the cost and the bound.
+#[cfg(not(loom))]
+const OUTSIDE_INTERVAL: u32 = 61;
+/// Under loom: small, so that a model of the guarantee stays small.
+#[cfg(loom)]
+const OUTSIDE_INTERVAL: u32 = 2;
 
 /// Rounds of looking for work before going to sleep (half spinning, half yielding).
 #[cfg(not(loom))]
@@ -505,6 +527,28 @@ impl WorkerThread {
         }
     }
 
+    /// Whether work submitted from outside the pool may wait in the injector or a lane
+    /// (a hint: loads only, no fence). A job that runs long (a bulk's chunk) asks
+    /// between two pieces of its work; if so, it queues the rest of its work and calls
+    /// [`yield_to_outside_work`](Self::yield_to_outside_work) (`README.md`, *Fairness*).
+    #[inline]
+    pub(crate) fn outside_work_waits(&self) -> bool {
+        let registry = &self.registry;
+        !registry.injector.is_empty()
+            || registry.lanes.iter().zip(&self.lanes_seen).any(|(lane, seen)| lane.pushes() != seen.get())
+    }
+
+    /// Moves work from outside the pool, if any waits, to the top of this worker's deque,
+    /// where the loop takes it next: for a long job that has just queued the rest of its
+    /// own work and returns to the loop.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn yield_to_outside_work(&self) {
+        if let Some(job) = self.take_outside_work() {
+            self.push_local(job);
+        }
+    }
+
     /// The jobs on this worker's own deque, for white-box tests.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn queued(&self) -> usize {
@@ -545,17 +589,34 @@ impl WorkerThread {
     /// lanes, the others' deques) until none is left. Used when the pool is dropped from this
     /// worker, which cannot join itself: queued work must still run, not be cancelled.
     pub(crate) fn run_remaining(&self) {
-        while let Some(job) = self.find_work() {
+        let mut until_outside = OUTSIDE_INTERVAL - 1;
+        while let Some(job) = self.find_work(&mut until_outside) {
             run_job(job, Some(self));
         }
     }
 
-    /// Local LIFO first, then a batch from the injector, then a batch from a lane, then
-    /// stealing from the other workers starting at a random victim. The local pop is inlined into the run loop;
-    /// the rest is out of line, so that the common case does not pay the search's
-    /// prologue and epilogue.
+    /// Local LIFO first (the latent ring, then the deque), then a batch from the
+    /// injector, then a batch from a lane, then stealing from the other workers starting
+    /// at a random victim; but one look in [`OUTSIDE_INTERVAL`], counted down in
+    /// `until_outside`, takes work from outside the pool (the injector, a lane) first.
+    /// The countdown (a local of the caller's loop, so a register) and the local pop are
+    /// inlined into the run loop; the rest is out of line, so that the common case does
+    /// not pay the search's prologue and epilogue.
     #[inline]
-    fn find_work(&self) -> Option<JobRef> {
+    fn find_work(&self, until_outside: &mut u32) -> Option<JobRef> {
+        match until_outside.checked_sub(1) {
+            Some(left) => *until_outside = left,
+            None => {
+                *until_outside = OUTSIDE_INTERVAL - 1;
+                return self.find_work_outside_first();
+            }
+        }
+        self.find_work_local_first()
+    }
+
+    /// [`find_work`](Self::find_work) without the look outside first.
+    #[inline]
+    fn find_work_local_first(&self) -> Option<JobRef> {
         if let Some(job) = self.latent.pop() {
             return Some(job);
         }
@@ -563,6 +624,63 @@ impl WorkerThread {
             Some(job) => Some(job),
             None => self.find_work_elsewhere(),
         }
+    }
+
+    /// [`find_work`](Self::find_work) when its countdown ran out: work from outside the
+    /// pool first, then as usual. The hint comes first: when nothing waits (the common
+    /// case) the look is a few loads.
+    #[cold]
+    #[inline(never)]
+    fn find_work_outside_first(&self) -> Option<JobRef> {
+        if self.outside_work_waits()
+            && let Some(job) = self.take_outside_work()
+        {
+            return Some(job);
+        }
+        self.find_work_local_first()
+    }
+
+    /// Takes a job submitted from outside the pool, for
+    /// [`find_work_outside_first`](Self::find_work_outside_first) and
+    /// [`yield_to_outside_work`](Self::yield_to_outside_work): the oldest job of the
+    /// first of the injector and the lanes, in turn from where the last look that took
+    /// one stopped, that holds one. So no outside queue is passed over for another that
+    /// always holds work. One job, not a batch as the idle path takes: a busy worker
+    /// that took batches at every look would pull outside work faster than it runs it,
+    /// away from the workers that are idle.
+    ///
+    /// The injector's `is_empty` is two loads. A lane is looked at only if its count of
+    /// pushes changed since the count read just before a steal of this worker found it
+    /// empty (its `is_empty` or a steal takes a fence): the count is stored (release)
+    /// after each push, so every job it counts was there for that steal to see, and any
+    /// job pushed since has changed it.
+    fn take_outside_work(&self) -> Option<JobRef> {
+        let registry = &self.registry;
+        let start = self.next_outside.get();
+        for source in (start..=LANES).chain(0..start) {
+            let job = if source == 0 {
+                if registry.injector.is_empty() {
+                    continue;
+                }
+                steal_retrying(|| registry.injector.steal())
+            } else {
+                let (lane, seen) = (&registry.lanes[source - 1], &self.lanes_seen[source - 1]);
+                let pushes = lane.pushes();
+                if pushes == seen.get() {
+                    continue;
+                }
+                let job = steal_retrying(|| lane.stealer.steal());
+                if job.is_none() {
+                    seen.set(pushes);
+                }
+                job
+            };
+            if job.is_some() {
+                self.next_outside.set((source + 1) % (LANES + 1));
+                return job;
+            }
+        }
+        None
     }
 
     /// [`find_work`](Self::find_work) once the local deque is empty.
@@ -607,6 +725,9 @@ impl WorkerThread {
             refs_shard: Cell::new(refs_shard),
             latent: LatentForks::new(),
             latent_forks,
+            lanes_seen: std::array::from_fn(|_| Cell::new(0)),
+            next_outside: Cell::new(0),
+            wait_until_outside: Cell::new(OUTSIDE_INTERVAL - 1),
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
@@ -615,6 +736,8 @@ impl WorkerThread {
         // nothing to the next that finds a job. Only a pool with latent forks reads the
         // count, so only such a pool keeps it.
         let mut hungry = false;
+        // Looks for work left before one that takes outside work first (`find_work`).
+        let mut until_outside = OUTSIDE_INTERVAL - 1;
         let run = |job: JobRef, hungry: &mut bool| {
             if std::mem::take(hungry) {
                 worker.registry.hungry.fetch_sub(1, Ordering::Relaxed);
@@ -622,7 +745,7 @@ impl WorkerThread {
             run_job(job, Some(&worker));
         };
         loop {
-            if let Some(job) = worker.find_work() {
+            if let Some(job) = worker.find_work(&mut until_outside) {
                 run(job, &mut hungry);
                 continue;
             }
@@ -639,7 +762,7 @@ impl WorkerThread {
                 } else {
                     thread::yield_now();
                 }
-                found = worker.find_work();
+                found = worker.find_work(&mut until_outside);
                 if found.is_some() {
                     break;
                 }
@@ -657,7 +780,7 @@ impl WorkerThread {
                 let found = {
                     let _one = crate::sync::lock(&worker.registry.exiting);
                     worker.registry.wait_for_submissions();
-                    worker.find_work()
+                    worker.find_work(&mut until_outside)
                 };
                 match found {
                     Some(job) => {
@@ -704,7 +827,8 @@ impl WorkerThread {
     /// Runs work on this worker until `done()`: what `run_local` runs first (the waiting
     /// run loop's work; it returns whether it ran something), then the jobs
     /// [`find_work`](Self::find_work) finds (this worker's latent forks and deque, the
-    /// injector, the lanes, the other workers). With nothing to run it looks again for
+    /// injector, the lanes, the other workers; outside work first at one look in
+    /// [`OUTSIDE_INTERVAL`], as in the worker loop, counted across nested waits). With nothing to run it looks again for
     /// `SPIN_ROUNDS` rounds, then sleeps through the pool's sleep protocol, whose re-check
     /// also reads `pending()`: a push anywhere in the pool wakes it as it wakes any
     /// sleeper, and whoever makes `pending()` true from another thread (`done()` implies
@@ -731,7 +855,7 @@ impl WorkerThread {
             if run_local() {
                 continue;
             }
-            if let Some(job) = self.find_work() {
+            if let Some(job) = self.find_work_waiting() {
                 run(job, &mut hungry);
                 continue;
             }
@@ -752,7 +876,7 @@ impl WorkerThread {
                 if ready {
                     break;
                 }
-                found = self.find_work();
+                found = self.find_work_waiting();
                 if found.is_some() {
                     break;
                 }
@@ -770,6 +894,16 @@ impl WorkerThread {
         if hungry {
             self.registry.hungry.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    /// [`find_work`](Self::find_work) for [`wait_until`](Self::wait_until), counting
+    /// down the waits' shared countdown (the worker loop keeps its own in a register).
+    #[inline]
+    fn find_work_waiting(&self) -> Option<JobRef> {
+        let mut until_outside = self.wait_until_outside.get();
+        let job = self.find_work(&mut until_outside);
+        self.wait_until_outside.set(until_outside);
+        job
     }
 }
 

@@ -402,6 +402,9 @@ impl RunLoop {
                 recycle_nested(other);
             }
         }
+        // Under loom there is no cache: the handle just goes.
+        #[cfg(loom)]
+        drop(inner);
     }
 }
 
@@ -737,6 +740,8 @@ impl<R: Receiver<(), Infallible>> OperationState for RunLoopOp<R> {
         // and, if the loop refuses the node, its receiver (not structurally pinned).
         let this = unsafe { self.get_unchecked_mut() };
         let node: *mut Node = &mut this.node;
+        // DROP ORDER: this handle outlives the refusal's completion below; it holds the
+        // loop (no user data), which is reference-counted.
         let inner = this.sch.inner.clone();
         if !inner.push(node)
             && let Some(rcvr) = this.rcvr.take()

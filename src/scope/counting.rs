@@ -168,6 +168,12 @@ macro_rules! scope_common {
 /// message: associated work may still use what the scope protects, and unwinding would
 /// free it (P3149 calls `std::terminate`).
 ///
+/// Work spawned here must be `'static` (it may outlive every stack frame, so it holds
+/// `Arc`s, as below). Work that borrows the caller's data does not compile, whatever
+/// `+ 's` bound the compiler suggests: spawn it into a
+/// [`let_async_scope`](crate::SenderExt::let_async_scope) instead, whose scope is
+/// joined before it completes, so its token takes borrowing work.
+///
 /// ```
 /// use senders::{SimpleCountingScope, StaticThreadPool, SenderExt, schedule, spawn, sync_wait};
 /// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};

@@ -28,7 +28,7 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::task::Waker;
 
-use crate::domain::{Domain, EarlyDomain, NoDomain};
+use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
 use crate::job::JobRef;
 use crate::outcome::{Outcome, outcome_completions};
@@ -38,7 +38,7 @@ use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, Invoke, RawStopCallback, StopToken};
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
-use super::spawn::{SpawnBlock, SpawnHead};
+use super::spawn::{SpawnBlock, SpawnHead, apply_spawn};
 use super::token::{Association, ScopeLifetime, ScopeToken};
 
 const DONE: usize = 1;
@@ -672,7 +672,7 @@ where
     let op = unsafe {
         SpawnBlock::<H<S, Tk>, Work<S, Tk>>::into_spawned(block, discard_work::<S::Value, S::Error, Tk::Association>)
     };
-    EarlyDomain::<S>::default().apply_spawn(op);
+    apply_spawn::<S>(op);
     SpawnFuture { header: Some(header) }
 }
 

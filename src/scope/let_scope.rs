@@ -38,7 +38,8 @@ use crate::domain::NoDomain;
 use crate::env::{EmptyEnv, Env};
 use crate::factories::just::{Just, just};
 use crate::job::JobRef;
-use crate::panic::{Panic, catch};
+use crate::outcome::Outcome;
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::{OperationState, Sender, SenderTo, sender};
@@ -118,6 +119,29 @@ impl<S, F, Sch, S2> std::fmt::Debug for LetAsyncScope<'_, S, F, Sch, S2> {
 ///   returns it), that scheduler's domain, user queries, and the scope's stop token.
 /// - The operation completes on the receiver's scheduler (inline if the environment has
 ///   none, or if nothing was left running at the join).
+/// - The value is dropped with the operation. To have it back after the join, keep it
+///   in a [`let_value_ref`](crate::SenderExt::let_value_ref) around the scope: the
+///   scope's work borrows it from there, and `let_value_ref` hands it on once the scope
+///   has completed:
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait_value};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let sch = pool.scheduler();
+/// let sch_ref = &sch;
+/// let work = just(vec![0u64; 8]).let_value_ref(|v, _| {
+///     let v: &mut Vec<u64> = v;
+///     just(())
+///         .let_async_scope(move |tk, ()| {
+///             for (i, x) in v.iter_mut().enumerate() {
+///                 spawn(schedule(sch_ref).then(move |()| *x = i as u64 * 10), tk);
+///             }
+///         })
+///         .boxed()
+/// });
+/// let (v, ()) = sync_wait_value(starts_on(sch.clone(), work));
+/// assert_eq!(v, [0, 10, 20, 30, 40, 50, 60, 70]);
+/// ```
 ///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, just, schedule, spawn, sync_wait};
@@ -446,12 +470,25 @@ impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
         // SAFETY: the join ordered every write of the slot before this read.
         let error = shared.error.with_mut(|e| unsafe { (*e).take() });
         shared.core.release();
-        match (panic, error, result) {
-            (Some(p), _, _) => rcvr.set_panic(p),
-            (None, Some(e), _) => rcvr.set_error(e),
-            (None, None, Some(Some(v))) => rcvr.set_value(v),
-            (None, None, _) => rcvr.set_stopped(),
-        }
+        // DROP ORDER: what the completion does not deliver (the result after a panic or
+        // an error, the error after a panic) is discarded in this `let`, before it; a
+        // panic in a discarded value's drop loses to a panic and replaces an error.
+        let outcome = match (panic, error, result) {
+            (Some(p), error, result) => {
+                let _ = discard((error, result));
+                Outcome::Panic(p)
+            }
+            (None, Some(e), result) => match discard(result) {
+                Ok(()) => Outcome::Error(e),
+                Err(p) => {
+                    let _ = discard(e);
+                    Outcome::Panic(p)
+                }
+            },
+            (None, None, Some(Some(v))) => Outcome::Value(v),
+            (None, None, _) => Outcome::Stopped,
+        };
+        outcome.deliver(rcvr)
     }
 }
 
@@ -518,6 +555,8 @@ impl<Sch: MaybeScheduler, E: Send, V2, R, X: Into<E>> Receiver<V2, X> for LetRes
     fn env(&self) -> &Self::Env {
         &self.assoc
     }
+    // DROP ORDER: each method stores or reports first; dropping `self` at its end ends the
+    // association, the arrival that may let the join complete.
     fn set_value(self, value: V2) {
         self.store(Some(value))
     }

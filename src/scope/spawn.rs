@@ -8,16 +8,21 @@
 //! the completion (P3149's order: destroy the operation, free its storage, then
 //! dissociate). How the operation is started is the domain's choice
 //! ([`Domain::apply_spawn`](crate::Domain::apply_spawn)): the default starts it inline;
-//! the pool's domain pushes it onto the current worker's deque.
+//! the pool's domain pushes it onto the current worker's deque. A sender without a
+//! domain of its own (a [`Task`](crate::Task), `just(..).then(..)`) is started as the
+//! pool's domain starts it: queued on the worker that spawns it, inline
+//! on any other thread.
 
+use std::any::TypeId;
 use std::marker::PhantomPinned;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::pin::Pin;
 use std::ptr::{self, NonNull};
 
-use crate::domain::{Domain, EarlyDomain};
+use crate::domain::{Domain, EarlyDomain, NoDomain};
 use crate::job::{JobRef, SpawnedOp};
 use crate::panic::Panic;
+use crate::pool::PoolDomain;
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo};
 
@@ -129,6 +134,25 @@ impl<H: SpawnHead, Op: OperationState> SpawnBlock<H, Op> {
     pub(crate) unsafe fn drop_op(head: *mut H) {
         // SAFETY: the caller's contract; the head is the block's first field.
         unsafe { (*head.cast::<Self>()).op.assume_init_drop() }
+    }
+}
+
+/// Starts a spawned operation of a sender `S` through its domain's
+/// [`Domain::apply_spawn`]; for a sender without a domain of its own
+/// ([`NoDomain`]: a [`Task`](crate::Task), a `just`, a `then` of one), through the
+/// pool's, which adapts at run time: called on a pool worker it queues the work on that
+/// worker's deque, where idle workers steal it; on any other thread it starts the work
+/// inline, as the default domain does. So a spawn on a worker never runs the whole of
+/// such work inline, in turn, on the spawning worker; a spawn elsewhere is unchanged.
+///
+/// The choice is made on the domain's type: it is a constant once the function is
+/// compiled for `S`, so a sender with a domain pays nothing for it.
+#[inline(always)]
+pub(crate) fn apply_spawn<S: Sender>(op: SpawnedOp) {
+    if TypeId::of::<S::Domain>() == TypeId::of::<NoDomain>() {
+        PoolDomain.apply_spawn(op)
+    } else {
+        EarlyDomain::<S>::default().apply_spawn(op)
     }
 }
 
@@ -282,7 +306,7 @@ where
         // SAFETY: the block is handed out once; its operation and association are `Send`
         // (this impl's bounds), and discarding it is `free_block`, as for a completion.
         let op = unsafe { SpawnBlock::into_spawned(block, free_block::<Op<S, Tk::Association>, Tk::Association>) };
-        EarlyDomain::<S>::default().apply_spawn(op);
+        apply_spawn::<S>(op);
         true
     }
 }
@@ -309,7 +333,17 @@ where
 /// operation is destroyed, the block is freed, and only then does the association end
 /// (P3149's order). How the operation starts is the sender's domain's choice (P2999
 /// `apply_sender`): inline by default; on a [`StaticThreadPool`](crate::StaticThreadPool)
-/// worker, it is pushed on that worker's deque and counted on that worker's shard.
+/// worker, it is pushed on that worker's deque and counted on that worker's shard. A
+/// sender with no domain of its own, such as a [`Task`](crate::Task), is started as the
+/// pool's domain starts it: queued on the spawning worker's deque when
+/// `spawn` is called on a pool worker, inline on any other thread.
+///
+/// The counting scopes' work must be `'static` (it may outlive every stack frame): a
+/// sender that borrows a local does not compile here, whatever `+ 's` the compiler
+/// suggests. To spawn work that borrows, use
+/// [`let_async_scope`](crate::SenderExt::let_async_scope), whose scope is joined before
+/// it completes, so its token takes work that borrows the caller's frame and the
+/// scope's value.
 ///
 /// ```
 /// use senders::{SimpleCountingScope, just, spawn, sync_wait, SenderExt};

@@ -167,6 +167,14 @@ unsafe fn drop_frame<T, E, F>(h: NonNull<Header<T, E>>) {
 /// [`sync_wait`](crate::sync_wait), which blocks until it completes, or by an owner that
 /// outlives it (a scope's `spawn` requires the scope's lifetime).
 ///
+/// A task has no domain of its own. [`spawn`](crate::spawn()) and
+/// [`spawn_future`](crate::spawn_future) called on a pool worker queue it on that
+/// worker's deque, where idle workers steal it; called on any other thread they start it
+/// inline, as they start every sender without a domain. Inside the body, a
+/// `let_async_scope` or a [`let_value_ref`](crate::SenderExt::let_value_ref) is written
+/// and awaited in place, like any sender. A task that cannot fail is made with
+/// [`Task::infallible`], whose block returns the value itself.
+///
 /// ```
 /// use senders::{SenderExt, StaticThreadPool, Task, just, schedule, starts_on, sync_wait, when_all};
 /// use std::convert::Infallible;
@@ -220,6 +228,31 @@ impl<'a, T, E> Task<'a, T, E> {
     fn into_frame(self) -> NonNull<Header<T, E>> {
         let this = std::mem::ManuallyDrop::new(self);
         this.frame
+    }
+}
+
+impl<'a, T> Task<'a, T, Infallible> {
+    /// A task that cannot fail, running `fut` when started: the block returns the value
+    /// itself, not `Ok(value)`, so that no error type needs naming (with [`Task::new`], a
+    /// block whose only `Err` is never written leaves the error type unknown: E0282).
+    ///
+    /// Awaiting a sender that cannot fail gives `Result<V, Infallible>`, whose value is
+    /// taken with `let Ok(v) = sndr.await;` (the `Err` case is empty). A stopped awaited
+    /// sender still completes the task stopped, and a panic completes it with the panic.
+    ///
+    /// ```
+    /// use senders::{SenderExt, Task, just, sync_wait_value};
+    /// let task = Task::infallible(async {
+    ///     let Ok(x) = just(20).then(|x| x * 2).await;
+    ///     x + 2
+    /// });
+    /// assert_eq!(sync_wait_value(task), 42);
+    /// ```
+    pub fn infallible<F>(fut: F) -> Self
+    where
+        F: Future<Output = T> + Send + 'a,
+    {
+        Task::new(async move { Ok(fut.await) })
     }
 }
 
@@ -516,9 +549,15 @@ pub(crate) struct AwaitNode {
     next: *mut AwaitNode,
     /// Starts the operation of the `Awaited` this node heads.
     start: unsafe fn(*mut AwaitNode),
-    /// The task it is registered with; null once started or discarded.
+    /// The task it is registered with, until started or discarded; then [`DROP_ONLY`]
+    /// if the operation is to be dropped with the `Awaited`, null otherwise.
     ctx: *const TaskCtx,
 }
+
+/// `AwaitNode::ctx` of a node no longer registered whose operation is to be dropped: the
+/// drop of an `Awaited` reads that one word, so that the common await (a `just`, whose
+/// operation has nothing to drop) pays no more than that.
+const DROP_ONLY: *const TaskCtx = ptr::without_provenance(1);
 
 /// A sender being awaited inside a [`Task`]: what `.await` on a sender makes.
 ///
@@ -526,12 +565,19 @@ pub(crate) struct AwaitNode {
 /// task instead (the future is not resumed). It must be polled by a [`Task`]: polled
 /// elsewhere it panics (use [`into_awaitable`](crate::into_awaitable()) for other
 /// executors).
+///
+/// Its type asks only `S: Sender`, and its operation is stored without its type (the
+/// typed code is in the functions `poll` and the task's start call): an `async` block
+/// holding it across an `.await` is then `Send` by the sender's own `Send`, even when the
+/// sender's `connect` needs a higher-ranked bound (a `let_async_scope` or
+/// `let_value_ref` function), which the compiler cannot prove again for the lifetimes it
+/// erases when it checks the block's `Send`.
 #[must_use = "futures do nothing unless awaited"]
 #[repr(C)]
-pub struct Awaited<S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>> {
+pub struct Awaited<S: Sender> {
     node: AwaitNode,
     sndr: Option<S>,
-    op: OpStorage<S::Operation>,
+    op: OpStorage,
     result: UnsafeCell<Option<Result<S::Value, S::Error>>>,
     _pin: PhantomPinned,
 }
@@ -543,20 +589,50 @@ const OP_ROOM: usize = 5;
 /// a pool `schedule()`: 40 bytes), otherwise in a recycled block (a `when_all` of
 /// tasks holds both tasks' operations, 640 bytes). The `Awaited` is part of the task's
 /// future, which `Task::new` copies whole into the frame whatever state it is in, so a
-/// large operation inline would be copied, uninitialized, at every `Task::new`.
-struct OpStorage<Op> {
-    /// The connected operation, in `room` or in a block; null until connected.
-    op: *mut Op,
+/// large operation inline would be copied, uninitialized, at every `Task::new` (and a
+/// word more in the `Awaited` makes a task fib's frame too large to copy without a call
+/// to `memcpy`). The operation's type is given to each typed method; what drops it is
+/// found through `op`.
+struct OpStorage {
+    /// How to drop the connected operation: the head of its block, or a constant for one
+    /// in the room that has drop glue; null when there is nothing to drop (not
+    /// connected, or in the room without drop glue, as a `just`'s).
+    op: *mut OpDrop,
     room: MaybeUninit<[usize; OP_ROOM]>,
-    _op: PhantomData<Op>,
 }
 
-impl<Op> OpStorage<Op> {
+/// Drops a connected operation, given its storage.
+struct OpDrop {
+    drop: unsafe fn(&mut OpStorage),
+}
+
+/// The block of an operation too large for the room: how to drop it, then the operation.
+#[repr(C)]
+struct OpBlock<Op> {
+    head: OpDrop,
+    op: Op,
+}
+
+/// The `OpDrop` of an operation in the room.
+struct InlineDrop<Op>(PhantomData<Op>);
+
+impl<Op> InlineDrop<Op> {
+    const DROP: *const OpDrop = &OpDrop { drop: OpStorage::drop_inline::<Op> };
+}
+
+impl OpStorage {
     /// Whether an `Op` lives in the room.
-    const INLINE: bool = size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>();
+    const fn inline<Op>() -> bool {
+        size_of::<Op>() <= size_of::<[usize; OP_ROOM]>() && align_of::<Op>() <= align_of::<usize>()
+    }
+
+    /// Whether an `Op`, once connected, is to be dropped: in a block, or with drop glue.
+    const fn kept<Op>() -> bool {
+        !Self::inline::<Op>() || std::mem::needs_drop::<Op>()
+    }
 
     fn new() -> Self {
-        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit(), _op: PhantomData }
+        OpStorage { op: ptr::null_mut(), room: MaybeUninit::uninit() }
     }
 
     /// Puts the operation `connect` makes in place: in the room, or in a block.
@@ -564,67 +640,100 @@ impl<Op> OpStorage<Op> {
     /// # Safety
     ///
     /// The storage is pinned (it never moves again) and holds no operation.
-    unsafe fn connect(&mut self, connect: impl FnOnce() -> Op) {
-        let at = if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { crate::block::uninit::<Op>().as_ptr() };
-        // A panic in `connect` unwinds through the task's poll: a block taken for it is
-        // given back first.
-        struct FreeOnUnwind<Op>(*mut Op);
+    unsafe fn connect<Op>(&mut self, connect: impl FnOnce() -> Op) {
+        if Self::inline::<Op>() {
+            // SAFETY: the room fits an `Op`; it is written straight there and never
+            // moves again (the caller's pin).
+            unsafe { self.room.as_mut_ptr().cast::<Op>().write(connect()) };
+            if std::mem::needs_drop::<Op>() {
+                self.op = InlineDrop::<Op>::DROP.cast_mut();
+            }
+            return;
+        }
+        let block = crate::block::uninit::<OpBlock<Op>>().as_ptr();
+        // A panic in `connect` unwinds through the task's poll: the block is given back
+        // first.
+        struct FreeOnUnwind<Op>(*mut OpBlock<Op>);
         impl<Op> Drop for FreeOnUnwind<Op> {
             fn drop(&mut self) {
-                if !OpStorage::<Op>::INLINE {
-                    // SAFETY: the block came from `block::uninit` and holds nothing.
-                    unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
-                }
+                // SAFETY: the block came from `block::uninit` and holds nothing.
+                unsafe { crate::block::free(NonNull::new_unchecked(self.0)) }
             }
         }
-        let guard = FreeOnUnwind(at);
-        // SAFETY: `at` is valid for an `Op` (the room fits it, or a fresh block); the
-        // operation is written straight there and never moves again (the caller's pin).
-        unsafe { at.write(connect()) };
+        let guard = FreeOnUnwind(block);
+        // SAFETY: a fresh block for an `OpBlock<Op>`; the operation is written straight
+        // there and never moves again.
+        unsafe {
+            (&raw mut (*block).op).write(connect());
+            (&raw mut (*block).head).write(OpDrop { drop: Self::drop_block::<Op> });
+        }
         std::mem::forget(guard);
-        self.op = at;
+        self.op = block.cast();
     }
 
     /// The connected operation.
     ///
     /// # Safety
     ///
-    /// Connected; the result stays pinned.
-    unsafe fn get(&mut self) -> Pin<&mut Op> {
-        debug_assert!(!self.op.is_null(), "awaited: connected");
+    /// Connected with an `Op`; the result stays pinned.
+    unsafe fn get<Op>(&mut self) -> Pin<&mut Op> {
+        let at = if Self::inline::<Op>() {
+            self.room.as_mut_ptr().cast::<Op>()
+        } else {
+            // SAFETY: the caller's contract: `op` heads the operation's block.
+            unsafe { &raw mut (*self.op.cast::<OpBlock<Op>>()).op }
+        };
         // SAFETY: the caller's contract.
-        unsafe { Pin::new_unchecked(&mut *self.at()) }
+        unsafe { Pin::new_unchecked(&mut *at) }
     }
 
-    /// Where the operation is: computed for the room, so that the common inline case does
-    /// not wait on a load of `op`.
-    fn at(&mut self) -> *mut Op {
-        if Self::INLINE { self.room.as_mut_ptr().cast::<Op>() } else { self.op }
+    /// # Safety
+    ///
+    /// `this` holds a connected `Op` in its room, completed or never started; called once.
+    unsafe fn drop_inline<Op>(this: &mut OpStorage) {
+        this.op = ptr::null_mut();
+        // SAFETY: the caller's contract.
+        unsafe { ptr::drop_in_place(this.room.as_mut_ptr().cast::<Op>()) }
     }
-}
 
-impl<Op> Drop for OpStorage<Op> {
-    fn drop(&mut self) {
-        if self.op.is_null() {
-            return;
-        }
-        // SAFETY: the operation was written by `connect` and is dropped once, here.
-        unsafe {
-            if Self::INLINE {
-                ptr::drop_in_place(self.at());
-            } else {
-                crate::block::drop_and_free(NonNull::new_unchecked(self.op));
-            }
+    /// # Safety
+    ///
+    /// `this` holds a connected `Op` in a block, completed or never started; called once.
+    unsafe fn drop_block<Op>(this: &mut OpStorage) {
+        let block = std::mem::replace(&mut this.op, ptr::null_mut()).cast::<OpBlock<Op>>();
+        // SAFETY: the caller's contract; the block came from `block::uninit`.
+        unsafe { crate::block::drop_and_free(NonNull::new_unchecked(block)) }
+    }
+
+    /// Drops the connected `Op`, through its type.
+    ///
+    /// # Safety
+    ///
+    /// Connected with an `Op` that is to be dropped ([`kept`](Self::kept)), completed or
+    /// never started; called once.
+    unsafe fn drop_typed<Op>(&mut self) {
+        // SAFETY: the caller's contract.
+        unsafe { if Self::inline::<Op>() { Self::drop_inline::<Op>(self) } else { Self::drop_block::<Op>(self) } }
+    }
+
+    /// Drops the connected operation, if it is to be dropped.
+    ///
+    /// # Safety
+    ///
+    /// Any operation connected has completed or was never started.
+    unsafe fn drop_op(&mut self) {
+        if !self.op.is_null() {
+            // SAFETY: `op` is the `OpDrop` that `connect` stored for this operation.
+            unsafe { ((*self.op).drop)(self) }
         }
     }
 }
 
 // SAFETY: moved between threads only before it is polled (then it is pinned in a frame
-// that a task moves as a whole): the sender, operation and results are `Send`.
-unsafe impl<S> Send for Awaited<S>
+// that a task moves as a whole): the sender and results are `Send`, and so is the
+// operation: `awaited`, the only way to make one, requires it.
+unsafe impl<S: Sender + Send> Send for Awaited<S>
 where
-    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>> + Send,
-    S::Operation: Send,
     S::Value: Send,
     S::Error: Send,
 {
@@ -641,6 +750,7 @@ where
 pub fn awaited<S>(sndr: S) -> Awaited<S>
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+    S::Operation: Send,
 {
     Awaited {
         node: AwaitNode { next: ptr::null_mut(), start: start_node::<S>, ctx: ptr::null() },
@@ -662,14 +772,15 @@ where
     let this = node.cast::<Awaited<S>>();
     // SAFETY: the caller's contract; the operation is pinned in the `Awaited`.
     unsafe {
-        (*this).node.ctx = ptr::null();
-        (*this).op.get().start();
+        (*this).node.ctx = if OpStorage::kept::<S::Operation>() { DROP_ONLY } else { ptr::null() };
+        (*this).op.get::<S::Operation>().start();
     }
 }
 
 impl<S> Future for Awaited<S>
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+    S::Operation: Send,
 {
     type Output = Result<S::Value, S::Error>;
 
@@ -697,36 +808,50 @@ where
         // SAFETY: the task polls only once every started operation has completed, so the
         // result was written before this poll (acquire: the count's last decrement).
         match unsafe { (*this.result.get()).take() } {
-            Some(r) => Poll::Ready(r),
+            Some(r) => {
+                if OpStorage::kept::<S::Operation>() {
+                    // The operation has completed: dropped here, where its type is known,
+                    // not by the drop of the `Awaited` through `OpDrop`.
+                    this.node.ctx = ptr::null();
+                    // SAFETY: connected with this type and completed; dropped once (the
+                    // node is marked as having nothing left to drop).
+                    unsafe { this.op.drop_typed::<S::Operation>() };
+                }
+                Poll::Ready(r)
+            }
             None => Poll::Pending,
         }
     }
 }
 
-impl<S> Drop for Awaited<S>
-where
-    S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
-{
+impl<S: Sender> Drop for Awaited<S> {
     fn drop(&mut self) {
         let ctx = self.node.ctx;
         if ctx.is_null() {
+            // Never connected, or started with nothing to drop.
             return;
         }
-        // Registered, never started: dropped during the poll that registered it, on the
-        // runner thread. Unlink it so the task does not start it.
-        let me: *mut AwaitNode = &mut self.node;
-        // SAFETY: the runner thread owns the pending list; every node in it is alive
-        // (dropped nodes unlink themselves here).
-        unsafe {
-            let mut link: *mut *mut AwaitNode = (*ctx).pending.as_ptr();
-            while !(*link).is_null() {
-                if *link == me {
-                    *link = (*me).next;
-                    return;
+        if ctx != DROP_ONLY {
+            // Registered, never started: dropped during the poll that registered it, on
+            // the runner thread. Unlink it first, so the task does not start it even if
+            // the operation's drop below panics.
+            let me: *mut AwaitNode = &mut self.node;
+            // SAFETY: the runner thread owns the pending list; every node in it is alive
+            // (dropped nodes unlink themselves here).
+            unsafe {
+                let mut link: *mut *mut AwaitNode = (*ctx).pending.as_ptr();
+                while !(*link).is_null() {
+                    if *link == me {
+                        *link = (*me).next;
+                        break;
+                    }
+                    link = &raw mut (**link).next;
                 }
-                link = &raw mut (**link).next;
             }
         }
+        // SAFETY: the operation completed, or was never started (unlinked above, or
+        // discarded by the task's end).
+        unsafe { self.op.drop_op() };
     }
 }
 
@@ -1186,6 +1311,7 @@ where
             }
             let frame = op.frame.get().expect("task: frame");
             let raw = RawWaker::new(ctx.cast(), &RAW_VTABLE);
+            // DROP ORDER: it outlives `finish` below, and its drop (`raw_drop`) does nothing.
             // SAFETY: the vtable's functions uphold the `RawWaker` contract (see them).
             let waker = unsafe { Waker::from_raw(raw) };
             let mut cx = Context::from_waker(&waker);
@@ -1228,7 +1354,7 @@ where
             // SAFETY: registered nodes are alive; marking them discarded keeps their drop
             // (with the frame, just below) from walking the list.
             unsafe {
-                (*node).ctx = ptr::null();
+                (*node).ctx = DROP_ONLY;
                 node = (*node).next;
             }
         }
@@ -1289,6 +1415,7 @@ where
 impl<S> Awaitable for S
 where
     S: SenderTo<AwaitRcvr<<S as Sender>::Value, <S as Sender>::Error>>,
+    S::Operation: Send,
 {
     type Awaited = Awaited<S>;
     fn into_awaited(self) -> Awaited<S> {

@@ -69,11 +69,13 @@ impl ErasedScheduleReceiver {
         // itself afterwards; the block is finished once, here.
         let (then, dropped) = unsafe { (self.finish)(self.block) };
         // A panic in the operation's drop is not lost: it becomes the outcome (the
-        // scheduler's own panic, if any, comes first).
-        match (how, dropped) {
-            (Scheduled::Panic(p), _) | (_, Err(p)) => then(Scheduled::Panic(p)),
-            (how, Ok(())) => then(how),
-        }
+        // scheduler's own panic, if any, comes first). DROP ORDER: a second panic is
+        // dropped at the end of this `let`, before `then` resumes whoever waits.
+        let how = match (how, dropped) {
+            (Scheduled::Panic(p), _) | (_, Err(p)) => Scheduled::Panic(p),
+            (how, Ok(())) => how,
+        };
+        then(how)
     }
 }
 

@@ -1,13 +1,27 @@
 //! [`ScheduleAt`]: the timed sender of every crate scheduler, and of any scheduler a user
-//! makes timed with it. At its deadline the timer thread starts a `schedule()` of the
-//! scheduler, so the sender completes on the scheduler's execution resource.
+//! makes timed with it. At its deadline the sender starts a `schedule()` of the scheduler
+//! (the hop), so it completes on the scheduler's execution resource.
+//!
+//! **Where the hop starts.** The timer thread runs no user code. The crate's queueing
+//! schedulers (the pool, the run loop, a single-thread context, and a task's scheduler over
+//! one of these) only queue work when their `schedule()` starts, so the timer thread starts
+//! their hop itself. Any other scheduler's hop (a user's scheduler, the inline scheduler)
+//! starts on a firing thread (`firing.rs`), so its continuation runs there if the
+//! scheduler runs it inline, and a continuation that blocks holds that firing thread only.
+//! A completion that a hop started on the timer thread makes inline (a pool or a run loop
+//! that has shut down refuses the work: stopped) is delivered on a firing thread too: the
+//! hop's receiver records it in the operation and in the thread-local `HOPPING`, and the
+//! timer thread submits it once the hop's `start` has returned (never before: the
+//! completion may free the operation, hop included).
 
-use std::cell::UnsafeCell;
+use std::any::{Any, TypeId};
+use std::cell::{Cell, UnsafeCell};
 use std::convert::Infallible;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::firing::Firing;
 use super::timers::{Cancel, Inserted, TimerNode, Timers};
 use crate::env::Env;
 use crate::job::JobRef;
@@ -23,19 +37,102 @@ use crate::stop::{Invoke, RawStopCallback};
 /// requested before that.
 ///
 /// A user scheduler can be made timed with it:
-/// `impl TimedScheduler for MySched { type TimedSender = ScheduleAt<Self>; fn schedule_at(&self, t: Instant) -> ScheduleAt<Self> { ScheduleAt::new(self.clone(), Some(t)) } }`.
+/// `impl TimedScheduler for MySched { type TimedSender = ScheduleAt<Self>; fn schedule_at(&self, t: Instant) -> ScheduleAt<Self> { ScheduleAt::new(self.clone(), Some(t)) } fn schedule_after(&self, d: Duration) -> ScheduleAt<Self> { ScheduleAt::after(self.clone(), d) } }`.
+///
+/// **Where it completes.** At the deadline the sender starts `sch.schedule()` (the hop).
+/// The timer thread never runs user code: for the crate's queueing schedulers (the pool,
+/// the run loop, a single-thread context, a task's scheduler over one of them), whose hop
+/// only queues work, it starts the hop itself and the sender completes on the scheduler's
+/// thread. Any other scheduler's hop starts on a *firing thread*, a thread the timer
+/// service keeps for this (named `senders-firing`): a scheduler that completes inline, such
+/// as [`InlineScheduler`](crate::InlineScheduler), completes there. Each firing thread
+/// runs one continuation at a time and a new one starts when all are busy, so a
+/// continuation that blocks (even on another timer) delays no other timer. A hop that
+/// completes inline on the timer thread (the work is refused because the pool or the run
+/// loop has shut down) completes on a firing thread too. A deadline found passed at
+/// `start` starts the hop at once, on the starting thread; a stop request completes the
+/// sender stopped on the thread that requests it.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct ScheduleAt<Sch> {
     sch: Sch,
-    deadline: Option<Instant>,
+    when: When,
+}
+
+/// When a [`ScheduleAt`] completes.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// At this instant (`None`: never).
+    At(Option<Instant>),
+    /// This long after `start`.
+    After(Duration),
 }
 
 impl<Sch: Scheduler> ScheduleAt<Sch> {
     /// Completes on `sch` at `deadline`; `None` is a deadline too far to represent,
     /// which never passes (only a stop request completes it).
     pub fn new(sch: Sch, deadline: Option<Instant>) -> Self {
-        ScheduleAt { sch, deadline }
+        ScheduleAt { sch, when: When::At(deadline) }
     }
+
+    /// Completes on `sch` `delay` after the sender is started (not after it is made:
+    /// senders are lazy); a delay too long to represent never passes.
+    pub fn after(sch: Sch, delay: Duration) -> Self {
+        ScheduleAt { sch, when: When::After(delay) }
+    }
+}
+
+/// Whether starting `sch.schedule()` only queues work for the scheduler's own threads
+/// (and, if the scheduler refuses it, completes stopped): the crate's queueing
+/// schedulers, whose hop the timer thread starts itself. The check is on the type (a
+/// task's scheduler: on the scheduler it erases); `SingleThreadScheduler`s with a domain
+/// of their own are not recognized, and take the firing thread.
+fn queues_only<Sch: Scheduler>(sch: &Sch) -> bool {
+    fn queueing(t: TypeId) -> bool {
+        t == TypeId::of::<crate::PoolScheduler>()
+            || t == TypeId::of::<crate::RunLoopScheduler>()
+            || t == TypeId::of::<crate::SingleThreadScheduler<crate::domain::NoDomain>>()
+    }
+    // The type ids are constants: for a concrete scheduler this folds to a constant.
+    queueing(TypeId::of::<Sch>())
+        || (sch as &dyn Any).downcast_ref::<crate::task::TaskScheduler>().is_some_and(|t| {
+            t.downcast_ref::<crate::PoolScheduler>().is_some()
+                || t.downcast_ref::<crate::RunLoopScheduler>().is_some()
+                || t.downcast_ref::<crate::SingleThreadScheduler<crate::domain::NoDomain>>().is_some()
+        })
+}
+
+/// How the hop completed (kept in the operation when it completed inline on the timer
+/// thread, until a firing thread delivers it).
+enum Landed {
+    Value,
+    Stopped,
+    Panic(Panic),
+}
+
+impl Landed {
+    /// Completes `rcvr` the same way.
+    fn deliver<R: Receiver<(), Infallible>>(self, rcvr: R) {
+        match self {
+            Landed::Value => rcvr.set_value(()),
+            Landed::Stopped => rcvr.set_stopped(),
+            Landed::Panic(p) => rcvr.set_panic(p),
+        }
+    }
+}
+
+/// The timer thread's hop in progress, while it starts one (see the module docs).
+enum Hopping {
+    /// No hop is starting on this thread.
+    No,
+    /// The timer thread is starting a hop.
+    Starting,
+    /// The hop completed inline: this job delivers the completion.
+    Landed(JobRef),
+}
+
+crate::sync::const_thread_local! {
+    /// The timer thread's hop in progress (see the module docs).
+    static HOPPING: Cell<Hopping> = Cell::new(Hopping::No);
 }
 
 sender!(impl [Sch: Scheduler] ScheduleAt<Sch> {
@@ -66,9 +163,10 @@ where
                 node: TimerNode::new(),
                 rcvr: UnsafeCell::new(Some(receiver)),
                 on_stop: UnsafeCell::new(None),
+                landed: UnsafeCell::new(None),
             },
             sch: Some(self.sch),
-            deadline: self.deadline,
+            when: self.when,
             hop: UnsafeCell::new(None),
             _pin: PhantomPinned,
         }
@@ -81,6 +179,9 @@ pub struct TimerState<R> {
     node: TimerNode,
     rcvr: UnsafeCell<Option<R>>,
     on_stop: UnsafeCell<Option<RawStopCallback<'static, CancelTimer>>>,
+    /// A completion the hop made inline on the timer thread, until a firing thread
+    /// delivers it.
+    landed: UnsafeCell<Option<Landed>>,
 }
 
 impl<R: Receiver<(), Infallible>> TimerState<R> {
@@ -106,6 +207,24 @@ impl<R: Receiver<(), Infallible>> TimerState<R> {
             complete(rcvr)
         }
     }
+
+    /// Delivers a completion that the hop made inline on the timer thread: a firing
+    /// thread's job.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the state of a started operation whose hop completed inline on the timer
+    /// thread and stored the completion in `landed`; called once, after the hop's
+    /// `start` returned.
+    unsafe fn deliver_landed(this: *const (), (): ()) {
+        let this = this.cast::<Self>();
+        // SAFETY: the caller's contract: the completion, and so these cells, are ours.
+        unsafe {
+            let landed = (*(*this).landed.get()).take().expect("schedule_at: a landed completion");
+            // DROP ORDER: the outcome moves into the completion; nothing is left here.
+            Self::complete(this, |r| landed.deliver(r))
+        }
+    }
 }
 
 /// The stop callback of a pending timer: cancels it.
@@ -129,9 +248,26 @@ unsafe impl<R: Receiver<(), Infallible> + Send + Sync> Send for TimerReceiver<R>
 unsafe impl<R: Receiver<(), Infallible> + Sync> Sync for TimerReceiver<R> where R::Env: Sync {}
 
 impl<R: Receiver<(), Infallible>> TimerReceiver<R> {
-    fn finish(self, complete: impl FnOnce(R)) {
+    fn finish(self, landed: Landed) {
+        let state = self.state;
+        match HOPPING.replace(Hopping::No) {
+            Hopping::No => {}
+            Hopping::Starting => {
+                // On the timer thread, inside the hop's `start`: the completion is
+                // delivered on a firing thread, once `start` has returned.
+                // SAFETY: the node fired, so this completion is the operation's only one
+                // and the cell is ours; the job runs once, and the operation stays alive
+                // until it does (nothing else completes it).
+                unsafe {
+                    *(*state).landed.get() = Some(landed);
+                    HOPPING.set(Hopping::Landed(JobRef::new(state, TimerState::<R>::deliver_landed)));
+                }
+                return;
+            }
+            Hopping::Landed(_) => unreachable!("schedule_at: one hop starts at a time on the timer thread"),
+        }
         // SAFETY: the node fired, so the hop's completion is the operation's only one.
-        unsafe { TimerState::complete(self.state, complete) }
+        unsafe { TimerState::complete(state, |r| landed.deliver(r)) }
     }
 }
 
@@ -142,16 +278,16 @@ impl<R: Receiver<(), Infallible>> Receiver<(), Infallible> for TimerReceiver<R> 
         unsafe { (*self.state).env() }
     }
     fn set_value(self, (): ()) {
-        self.finish(|r| r.set_value(()))
+        self.finish(Landed::Value)
     }
     fn set_error(self, error: Infallible) {
         match error {}
     }
     fn set_stopped(self) {
-        self.finish(R::set_stopped)
+        self.finish(Landed::Stopped)
     }
     fn set_panic(self, panic: Panic) {
-        self.finish(|r| r.set_panic(panic))
+        self.finish(Landed::Panic(panic))
     }
 }
 
@@ -162,7 +298,7 @@ where
 {
     state: TimerState<R>,
     sch: Option<Sch>,
-    deadline: Option<Instant>,
+    when: When,
     hop: UnsafeCell<Option<HopOp<Sch, R>>>,
     _pin: PhantomPinned,
 }
@@ -174,7 +310,7 @@ where
     R: Receiver<(), Infallible> + Send + Sync,
     R::Env: Sync,
 {
-    /// Starts the hop, once its node fired (on the timer thread) or was due at insertion.
+    /// Starts the hop, once its node fired or was found due at insertion.
     ///
     /// # Safety
     ///
@@ -189,6 +325,48 @@ where
             Pin::new_unchecked(hop).start();
         }
         std::mem::forget(_guard);
+    }
+
+    /// [`start_hop`](Self::start_hop) as a job.
+    ///
+    /// # Safety
+    ///
+    /// As [`start_hop`](Self::start_hop).
+    unsafe fn start_hop_job(op: *const (), (): ()) {
+        // SAFETY: the caller's contract.
+        unsafe { Self::start_hop(op) }
+    }
+
+    /// The node's `fire` for a queueing scheduler, on the timer thread: starts the hop
+    /// here, and hands a completion it made inline to a firing thread.
+    ///
+    /// # Safety
+    ///
+    /// As [`start_hop`](Self::start_hop).
+    unsafe fn fire_here(op: *const ()) {
+        let before = HOPPING.replace(Hopping::Starting);
+        debug_assert!(matches!(before, Hopping::No), "schedule_at: a hop inside a hop on the timer thread");
+        // SAFETY: the caller's contract.
+        unsafe { Self::start_hop(op) };
+        // The operation may be gone now (the hop completed on another thread), unless
+        // its completion landed here, in which case nothing has completed it yet.
+        if let Hopping::Landed(job) = HOPPING.replace(Hopping::No) {
+            Firing::submit(Firing::global(), job);
+        }
+    }
+
+    /// The node's `fire` for any other scheduler, on the timer thread: starts the hop on
+    /// a firing thread.
+    ///
+    /// # Safety
+    ///
+    /// As [`start_hop`](Self::start_hop).
+    unsafe fn fire_elsewhere(op: *const ()) {
+        // SAFETY: the caller's contract: the hop may start once, on any thread (the
+        // operation's receiver is `Send + Sync`, and the scheduler `Send + Sync`), and the
+        // operation stays alive until the hop completes it.
+        let job = unsafe { JobRef::new(op.cast::<Self>(), Self::start_hop_job) };
+        Firing::submit(Firing::global(), job);
     }
 
     /// The stop callback's job: cancels the timer, and completes the operation stopped
@@ -240,8 +418,11 @@ where
             if (*state).env().stop_token().stop_requested() {
                 return fail(discard(sch));
             }
+            let queued = queues_only(&sch);
             let rcvr = TimerReceiver { state };
-            let timers = match catch(|| (sch.schedule().connect(rcvr), Timers::global())) {
+            // DROP ORDER: the closure takes the scheduler, which dies in it, before the
+            // timer can complete the operation (here, or on another thread).
+            let timers = match catch(move || (sch.schedule().connect(rcvr), Timers::global())) {
                 Ok((hop, timers)) => {
                     // Not shared yet: the hop starts only once the node fires.
                     *(*op).hop.get() = Some(hop);
@@ -249,11 +430,15 @@ where
                 }
                 Err(p) => return fail(Err(p)),
             };
-            let at = (*op).deadline.map_or(u64::MAX, |d| timers.nanos(d));
-            // `start_hop(op)` may run once, on the timer thread, once the node fires: the
+            let at = match (*op).when {
+                When::At(deadline) => deadline.map_or(u64::MAX, |d| timers.nanos(d)),
+                When::After(delay) => timers.after(delay),
+            };
+            let fire: unsafe fn(*const ()) = if queued { Self::fire_here } else { Self::fire_elsewhere };
+            // `fire(op)` may run once, on the timer thread, once the node fires: the
             // operation cannot complete before (only the hop, or the cancellation of a
             // pending node, completes it).
-            (*op).state.node.set(at, timers.shard(), op.cast_const().cast(), Self::start_hop);
+            (*op).state.node.set(at, timers.shard(), op.cast_const().cast(), fire);
             let token = (*state).env().stop_token();
             if token.stop_possible() {
                 // The env outlives the operation's completion, which drops the callback

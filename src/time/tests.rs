@@ -1,14 +1,18 @@
-//! Tests of the timer service (`timers.rs`), from the inside.
+//! Tests of the timer service (`timers.rs`, `firing.rs`), from the inside.
 //!
 //! - `unit` (not under loom): the heaps' order through cancellations, every state
-//!   transition of a node, the earliest deadline across shards, and heaps giving memory
-//!   back as timers leave.
+//!   transition of a node, the earliest deadline across shards, heaps giving memory
+//!   back as timers leave, and the firing threads (a blocked job holds up no other, an
+//!   idle thread is reused).
 //! - `models` (under `--cfg loom`, run by `tools/loom.sh`): firing racing a cancel,
-//!   insertion racing a cancel, and the timer thread's sleep racing an insertion (no
-//!   lost wake-up).
+//!   insertion racing a cancel, the timer thread's sleep racing an insertion (no
+//!   lost wake-up), and the firing threads' hand-off: a job never waits behind a blocked
+//!   one, and a job submitted while its thread is ending is run.
 
+use super::firing::Firing;
 use super::timers::{Cancel, Inserted, TimerNode, Timers};
-use crate::sync::{AtomicUsize, Ordering};
+use crate::job::JobRef;
+use crate::sync::{self, Arc, AtomicUsize, Condvar, Mutex, Ordering, thread};
 
 /// A node's `fire`: counts the firing in the counter `op` points to.
 ///
@@ -18,6 +22,63 @@ use crate::sync::{AtomicUsize, Ordering};
 unsafe fn count(op: *const ()) {
     // SAFETY: the caller's contract.
     unsafe { &*op.cast::<AtomicUsize>() }.fetch_add(1, Ordering::SeqCst);
+}
+
+/// What the firing threads' jobs share: whether the gate is open, and the threads the
+/// finished jobs ran on.
+struct Gate {
+    state: Mutex<(bool, Vec<thread::ThreadId>)>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn new() -> Arc<Self> {
+        Arc::new(Gate { state: Mutex::new((false, Vec::new())), cv: Condvar::new() })
+    }
+
+    /// Waits until `n` jobs have finished, and returns the threads they ran on.
+    fn wait_done(&self, n: usize) -> Vec<thread::ThreadId> {
+        let mut state = sync::lock(&self.state);
+        while state.1.len() < n {
+            state = self.cv.wait(state).unwrap();
+        }
+        state.1.clone()
+    }
+}
+
+/// A firing job: waits for the gate to open (if it `blocks`), or opens it; then counts
+/// itself finished.
+struct GateJob {
+    gate: Arc<Gate>,
+    blocks: bool,
+}
+
+impl GateJob {
+    /// The job, boxed: the job owns its box and frees it.
+    fn job(gate: &Arc<Gate>, blocks: bool) -> JobRef {
+        let job = Box::into_raw(Box::new(GateJob { gate: gate.clone(), blocks }));
+        // SAFETY: the box is leaked until `run` takes it back, once; what it holds may
+        // go to any thread.
+        unsafe { JobRef::new(job.cast_const(), Self::run) }
+    }
+
+    /// # Safety
+    ///
+    /// `job` is a box from [`GateJob::job`]; called once.
+    unsafe fn run(job: *const (), (): ()) {
+        // SAFETY: the caller's contract.
+        let job = unsafe { Box::from_raw(job.cast_mut().cast::<GateJob>()) };
+        let mut state = sync::lock(&job.gate.state);
+        if job.blocks {
+            while !state.0 {
+                state = job.gate.cv.wait(state).unwrap();
+            }
+        } else {
+            state.0 = true;
+        }
+        state.1.push(thread::current().id());
+        job.gate.cv.notify_all();
+    }
 }
 
 #[cfg(not(loom))]
@@ -293,6 +354,27 @@ mod unit {
         assert!(timers.capacity(0) <= 128, "capacity {} after popping every timer", timers.capacity(0));
         assert_eq!(timers.capacity(1), 0);
     }
+
+    /// A job that blocks until a later job runs holds up nothing: the later job gets a
+    /// thread of its own and opens the gate. Once both are done the two threads wait
+    /// for work, and the next job runs on one of them.
+    #[test]
+    fn a_blocked_firing_job_holds_up_no_other_and_idle_threads_are_reused() {
+        let firing = Arc::new(Firing::new());
+        let gate = Gate::new();
+        Firing::submit(&firing, GateJob::job(&gate, true));
+        Firing::submit(&firing, GateJob::job(&gate, false));
+        let two = gate.wait_done(2);
+        assert_ne!(two[0], two[1], "the jobs ran on two threads");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while firing.idle() < 2 {
+            assert!(std::time::Instant::now() < deadline, "the firing threads never went idle");
+            std::thread::yield_now();
+        }
+        Firing::submit(&firing, GateJob::job(&gate, false));
+        let three = gate.wait_done(3);
+        assert!(two.contains(&three[2]), "a waiting firing thread took the third job");
+    }
 }
 
 #[cfg(loom)]
@@ -392,6 +474,38 @@ mod models {
             // SAFETY: alive, set up by `service`.
             assert_eq!(unsafe { timers.cancel(&*node) }, Cancel::Removed);
             assert_eq!(fired.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    /// A job that blocks until the next job runs, then that job, both submitted from one
+    /// thread (as the timer thread does): the second never waits behind the first (loom
+    /// would report the model deadlocked), and each runs once. Loom takes every firing
+    /// thread's keep-alive timeout at once, so threads end as soon as they are idle.
+    #[test]
+    fn a_firing_job_never_waits_behind_a_blocked_one() {
+        loom::model(|| {
+            let firing = Arc::new(Firing::new());
+            let gate = Gate::new();
+            Firing::submit(&firing, GateJob::job(&gate, true));
+            Firing::submit(&firing, GateJob::job(&gate, false));
+            let ran_on = gate.wait_done(2);
+            assert_ne!(ran_on[0], ran_on[1], "the jobs ran on two threads");
+        });
+    }
+
+    /// A job submitted after the first has finished races its thread going idle and
+    /// ending (at once, under loom): the submission either hands it to that thread
+    /// (which then waits for it rather than ending) or starts another; either way it
+    /// runs.
+    #[test]
+    fn a_job_submitted_while_its_thread_ends_is_run() {
+        loom::model(|| {
+            let firing = Arc::new(Firing::new());
+            let gate = Gate::new();
+            Firing::submit(&firing, GateJob::job(&gate, false));
+            gate.wait_done(1);
+            Firing::submit(&firing, GateJob::job(&gate, false));
+            gate.wait_done(2);
         });
     }
 }

@@ -13,7 +13,7 @@ use crate::sender::Sender;
 /// Implemented by [`StaticThreadPool`](crate::StaticThreadPool)'s, [`RunLoop`](crate::RunLoop)'s,
 /// [`SingleThreadContext`](crate::SingleThreadContext)'s and a [`Task`](crate::Task)'s
 /// schedulers. A user scheduler implements it with its own timed sender, or with the
-/// crate's timers through [`ScheduleAt`]:
+/// crate's timers through [`ScheduleAt`] (whose docs say on which thread it completes):
 ///
 /// ```
 /// use std::convert::Infallible;
@@ -49,6 +49,9 @@ use crate::sender::Sender;
 ///     fn schedule_at(&self, deadline: Instant) -> ScheduleAt<Self> {
 ///         ScheduleAt::new(self.clone(), Some(deadline))
 ///     }
+///     fn schedule_after(&self, delay: Duration) -> ScheduleAt<Self> {
+///         ScheduleAt::after(self.clone(), delay)
+///     }
 /// }
 ///
 /// let pool = StaticThreadPool::new(1).unwrap();
@@ -71,25 +74,12 @@ pub trait TimedScheduler: Scheduler {
     /// passed).
     fn schedule_at(&self, deadline: Instant) -> Self::TimedSender;
 
-    /// A sender that completes on this scheduler `delay` after it is made (when it
-    /// starts, `delay` has begun: the deadline is computed here).
-    fn schedule_after(&self, delay: Duration) -> Self::TimedSender {
-        let now = self.now();
-        self.schedule_at(now.checked_add(delay).unwrap_or_else(|| far_future(now)))
-    }
-}
-
-/// The latest instant after `now` that the platform represents, near enough: a delay
-/// too long to add (`Duration::MAX`) is a deadline that does not pass.
-fn far_future(now: Instant) -> Instant {
-    // A century is representable everywhere Rust runs; halve until it is.
-    let mut span = Duration::from_secs(100 * 365 * 24 * 3600);
-    loop {
-        if let Some(t) = now.checked_add(span) {
-            return t;
-        }
-        span /= 2;
-    }
+    /// A sender that completes on this scheduler `delay` after it is *started* (the
+    /// reference's `schedule_at(now() + delay)`, with `now()` taken at `start`: senders
+    /// are lazy, so one made and started later still waits the whole delay). A delay too
+    /// long to represent never passes. With the crate's timers it is
+    /// [`ScheduleAt::after`].
+    fn schedule_after(&self, delay: Duration) -> Self::TimedSender;
 }
 
 /// `schedule_at(sch, deadline)`: a sender that completes on `sch` at `deadline`.
@@ -106,7 +96,7 @@ pub fn schedule_at<Sch: TimedScheduler>(sch: &Sch, deadline: Instant) -> Sch::Ti
     sch.schedule_at(deadline)
 }
 
-/// `schedule_after(sch, delay)`: a sender that completes on `sch` `delay` from now.
+/// `schedule_after(sch, delay)`: a sender that completes on `sch` `delay` after it starts.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -132,7 +122,7 @@ macro_rules! timed_with_crate_timers {
                 ScheduleAt::new(self.clone(), Some(deadline))
             }
             fn schedule_after(&self, delay: Duration) -> ScheduleAt<Self> {
-                ScheduleAt::new(self.clone(), Instant::now().checked_add(delay))
+                ScheduleAt::after(self.clone(), delay)
             }
         }
     )*};

@@ -53,7 +53,9 @@ pub(crate) struct TimerNode {
     at: u64,
     shard: usize,
     state: sync::UnsafeCell<NodeState>,
-    /// What firing runs: `fire(op)`, on the timer thread, outside every lock.
+    /// What firing runs: `fire(op)`, on the timer thread, outside every lock. It runs no
+    /// user code (a timed sender starts a queueing scheduler's hop, or hands the hop to a
+    /// firing thread: `schedule_at.rs`), so it cannot block the thread.
     op: *const (),
     fire: unsafe fn(*const ()),
 }
@@ -77,7 +79,8 @@ impl TimerNode {
     /// # Safety
     ///
     /// `fire(op)` may be called once, on the timer thread, until the node is cancelled or
-    /// its operation has completed; the node is not shared yet.
+    /// its operation has completed, and returns without waiting for anything but the
+    /// crate's own short locks (it runs no user code); the node is not shared yet.
     pub(crate) unsafe fn set(&mut self, at: u64, shard: usize, op: *const (), fire: unsafe fn(*const ())) {
         self.at = at;
         self.shard = shard;
@@ -309,6 +312,13 @@ impl Timers {
     /// what 64 bits hold (585 years).
     pub(crate) fn nanos(&self, instant: Instant) -> u64 {
         u64::try_from(instant.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// `delay` from now, in nanoseconds since the epoch (`u64::MAX`, never, past what 64
+    /// bits hold). The reading is not recorded in `seen`: every thread that sets a timer
+    /// calls this, and would contend on it.
+    pub(crate) fn after(&self, delay: Duration) -> u64 {
+        self.nanos(Instant::now()).saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX))
     }
 
     /// Reads the clock, and records the reading in `seen`.

@@ -575,9 +575,10 @@ pub struct Live {
 }
 
 impl Live {
-    /// A count with nothing alive.
-    pub fn new() -> Self {
-        Live::default()
+    /// A count with nothing alive (`const`: a `static` one serves values that must be
+    /// `'static`).
+    pub const fn new() -> Self {
+        Live { alive: AtomicUsize::new(0), created: AtomicUsize::new(0) }
     }
 
     /// `value`, tracked: counted alive until its drop has finished.
@@ -629,5 +630,76 @@ impl<T> Drop for Tracked<'_, T> {
     fn drop(&mut self) {
         std::thread::sleep(self.delay);
         self.live.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// FiringScheduler
+
+/// A scheduler whose `schedule()` completes inline, on the thread that starts it, made
+/// timed with the crate's timers ([`ScheduleAt`](senders::time::ScheduleAt)). A due
+/// timer of a scheduler that does not only queue work is started on one of the timers'
+/// firing threads, so a timed sender of this scheduler completes there (and what
+/// follows it runs there), on the timer side of the process rather than in a context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FiringScheduler;
+
+impl senders::Scheduler for FiringScheduler {
+    type Domain = NoDomain;
+    type Sender = FiringSender;
+    fn schedule(&self) -> FiringSender {
+        FiringSender
+    }
+}
+
+impl senders::TimedScheduler for FiringScheduler {
+    type TimedSender = senders::time::ScheduleAt<Self>;
+    fn schedule_at(&self, deadline: Instant) -> senders::time::ScheduleAt<Self> {
+        senders::time::ScheduleAt::new(*self, Some(deadline))
+    }
+    fn schedule_after(&self, delay: Duration) -> senders::time::ScheduleAt<Self> {
+        senders::time::ScheduleAt::after(*self, delay)
+    }
+}
+
+/// The sender of `FiringScheduler::schedule()`: completes inline when started
+/// (stopped if a stop was already requested).
+pub struct FiringSender;
+
+impl Sender for FiringSender {
+    type Value = ();
+    type Error = Infallible;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = FiringScheduler;
+    fn completion_scheduler(&self) -> FiringScheduler {
+        FiringScheduler
+    }
+}
+
+impl<R: Receiver<(), Infallible>> SenderTo<R> for FiringSender {
+    type Operation = FiringOp<R>;
+    fn connect(self, receiver: R) -> FiringOp<R> {
+        FiringOp { rcvr: Some(receiver), _pin: PhantomPinned }
+    }
+}
+
+/// The operation state of [`FiringSender`].
+pub struct FiringOp<R> {
+    rcvr: Option<R>,
+    _pin: PhantomPinned,
+}
+
+impl<R: Receiver<(), Infallible>> OperationState for FiringOp<R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `rcvr` is not structurally pinned; it is moved out, never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some(rcvr) = this.rcvr.take() {
+            if rcvr.env().stop_token().stop_requested() {
+                rcvr.set_stopped();
+            } else {
+                rcvr.set_value(());
+            }
+        }
     }
 }

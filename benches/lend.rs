@@ -1,0 +1,322 @@
+//! Divide and conquer with `let_value_ref` against `rayon::join`, in the same run, with
+//! 2 workers on both sides: the programs of `examples/mergesort.rs`,
+//! `examples/matmul.rs` and `examples/strassen.rs` (included here as they are), and the
+//! same algorithms written with `rayon::join` below, step for step (same grain, same
+//! scratch allocations, same sequential leaves and merges).
+//!
+//! | group | ours | rayon |
+//! |---|---|---|
+//! | `mergesort` | 2^20 `u32`s: halves lent to two children, then a merge | `join` of the halves, then the merge |
+//! | `matmulz` | 512 × 512 `f32`, z-order: 8 quadrant products, 4 into a lent scratch matrix, then the sum | `join` of 8 (as a tree of `join`s), then the sum |
+//! | `strassen` | 512 × 512 `f32`: 7 products, each with its operand sums lent to the recursion | `join` of 7 (as a tree of `join`s) |
+//!
+//! After criterion, each case is also timed in interleaved rounds (ours, rayon, rayon,
+//! ours, ...), which resists the background load of a shared machine better than two
+//! separate criterion runs; the binary prints the median ratio ours ÷ rayon and its
+//! range over the rounds.
+//!
+//! ```text
+//! cargo bench --bench lend -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! `SENDERS_LEND_PAIRED_ONLY=1` runs the interleaved rounds alone. For profilers,
+//! `SENDERS_LEND_PROFILE=<mergesort|matmulz|strassen>[_rayon]:<repeats>` runs one
+//! workload without criterion (`_rayon`: rayon's), and `SENDERS_PROFILE_THREADS=1` gives
+//! both pools one worker, so that callgrind counts what each side adds per node.
+
+use std::borrow::Cow;
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion};
+use senders::{StaticThreadPool, starts_on, sync_wait_value};
+
+#[path = "common/paired.rs"]
+#[allow(dead_code)] // shared by the benches; this one uses part of it
+mod paired;
+
+#[path = "../examples/mergesort.rs"]
+mod mergesort;
+
+#[path = "../examples/matmul.rs"]
+mod matmul;
+
+#[path = "../examples/strassen.rs"]
+mod strassen;
+
+/// Workers on both sides.
+const THREADS: usize = 2;
+/// Numbers sorted.
+const SORT_N: usize = 1 << 20;
+/// The side of the multiplied matrices.
+const MATRIX_N: usize = 512;
+/// Interleaved rounds per case.
+const ROUNDS: usize = 21;
+
+fn rayon_sort(v: &mut [u32], buf: &mut [u32]) {
+    if v.len() <= mergesort::GRAIN {
+        v.sort_unstable();
+        return;
+    }
+    let mid = v.len() / 2;
+    {
+        let (v1, v2) = v.split_at_mut(mid);
+        let (b1, b2) = buf.split_at_mut(mid);
+        rayon::join(|| rayon_sort(v1, b1), || rayon_sort(v2, b2));
+    }
+    mergesort::merge(&v[..mid], &v[mid..], buf);
+    v.copy_from_slice(buf);
+}
+
+fn rayon_mul_add(a: &[f32], b: &[f32], dest: &mut [f32], n: usize) {
+    use matmul::{block_mul_add, quadrants, quadrants_mut};
+    if n <= matmul::BLOCK {
+        block_mul_add(a, b, dest);
+        return;
+    }
+    let h = n / 2;
+    let [a00, a01, a10, a11] = quadrants(a);
+    let [b00, b01, b10, b11] = quadrants(b);
+    let mut tmp = vec![0.0f32; n * n];
+    {
+        let [d00, d01, d10, d11] = quadrants_mut(dest);
+        let [t00, t01, t10, t11] = quadrants_mut(&mut tmp);
+        rayon::join(
+            || {
+                rayon::join(
+                    || rayon::join(|| rayon_mul_add(a00, b00, d00, h), || rayon_mul_add(a00, b01, d01, h)),
+                    || rayon::join(|| rayon_mul_add(a10, b00, d10, h), || rayon_mul_add(a10, b01, d11, h)),
+                )
+            },
+            || {
+                rayon::join(
+                    || rayon::join(|| rayon_mul_add(a01, b10, t00, h), || rayon_mul_add(a01, b11, t01, h)),
+                    || rayon::join(|| rayon_mul_add(a11, b10, t10, h), || rayon_mul_add(a11, b11, t11, h)),
+                )
+            },
+        );
+    }
+    dest.iter_mut().zip(&tmp).for_each(|(d, t)| *d += t);
+}
+
+fn rayon_product<'a>(operands: impl FnOnce() -> (strassen::Operand<'a>, strassen::Operand<'a>), n: usize) -> Vec<f32> {
+    let (x, y) = operands();
+    rayon_strassen(&x, &y, n)
+}
+
+fn rayon_strassen(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
+    use strassen::{add, quadrants, sub};
+    if n <= strassen::BLOCK {
+        return strassen::block_mul(a, b);
+    }
+    let h = n / 2;
+    let [a11, a12, a21, a22] = quadrants(a);
+    let [b11, b12, b21, b22] = quadrants(b);
+    let (add, sub) = (|x, y| Cow::Owned(add(x, y)), |x, y| Cow::Owned(sub(x, y)));
+    let (((m1, m2), (m3, m4)), ((m5, m6), m7)) = rayon::join(
+        || {
+            rayon::join(
+                || {
+                    rayon::join(
+                        || rayon_product(|| (add(a11, a22), add(b11, b22)), h),
+                        || rayon_product(|| (add(a21, a22), Cow::Borrowed(b11)), h),
+                    )
+                },
+                || {
+                    rayon::join(
+                        || rayon_product(|| (Cow::Borrowed(a11), sub(b12, b22)), h),
+                        || rayon_product(|| (Cow::Borrowed(a22), sub(b21, b11)), h),
+                    )
+                },
+            )
+        },
+        || {
+            rayon::join(
+                || {
+                    rayon::join(
+                        || rayon_product(|| (add(a11, a12), Cow::Borrowed(b22)), h),
+                        || rayon_product(|| (sub(a21, a11), add(b11, b12)), h),
+                    )
+                },
+                || rayon_product(|| (sub(a12, a22), add(b21, b22)), h),
+            )
+        },
+    );
+    strassen::combine((m1, m2, m3, m4, m5, m6, m7))
+}
+
+/// One case: ours and rayon's routine, each run once per call.
+struct Case<'a> {
+    name: &'static str,
+    ours: Box<dyn FnMut() + 'a>,
+    rayon: Box<dyn FnMut() + 'a>,
+}
+
+fn main() {
+    let pool = StaticThreadPool::new(paired::threads(THREADS)).expect("a pool");
+    let rayon_pool =
+        rayon::ThreadPoolBuilder::new().num_threads(paired::threads(THREADS)).build().expect("a rayon pool");
+    let sch = pool.scheduler();
+
+    // Inputs, and a check that both sides compute the same thing.
+    let unsorted = mergesort::input(SORT_N);
+    let (a, b) = (matmul::input(MATRIX_N, 1), matmul::input(MATRIX_N, 2));
+    if let Ok(spec) = std::env::var("SENDERS_LEND_PROFILE") {
+        let mut parts = spec.split(':');
+        let what = parts.next().unwrap_or("mergesort");
+        let repeats: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(10);
+        let (mut v, mut buf, mut dest) = (Vec::new(), vec![0u32; SORT_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
+        let start = std::time::Instant::now();
+        for _ in 0..repeats {
+            match what {
+                "mergesort" => {
+                    v.clone_from(&unsorted);
+                    sync_wait_value(starts_on(sch.clone(), mergesort::sort(&mut v, &mut buf)));
+                }
+                "mergesort_rayon" => {
+                    v.clone_from(&unsorted);
+                    rayon_pool.install(|| rayon_sort(&mut v, &mut buf));
+                }
+                "matmulz" => {
+                    dest.fill(0.0);
+                    sync_wait_value(starts_on(sch.clone(), matmul::mul_add(&a, &b, &mut dest, MATRIX_N)));
+                }
+                "matmulz_rayon" => {
+                    dest.fill(0.0);
+                    rayon_pool.install(|| rayon_mul_add(&a, &b, &mut dest, MATRIX_N));
+                }
+                "strassen" => {
+                    drop(black_box(sync_wait_value(starts_on(sch.clone(), strassen::multiply(&a, &b, MATRIX_N)))))
+                }
+                "strassen_rayon" => drop(black_box(rayon_pool.install(|| rayon_strassen(&a, &b, MATRIX_N)))),
+                other => panic!("unknown profile workload {other:?}"),
+            }
+        }
+        println!("{what} x {repeats}: {:?} per run", start.elapsed() / repeats.max(1));
+        return;
+    }
+    {
+        let (mut v, mut buf, mut w) = (unsorted.clone(), vec![0; SORT_N], unsorted.clone());
+        sync_wait_value(starts_on(sch.clone(), mergesort::sort(&mut v, &mut buf)));
+        rayon_pool.install(|| rayon_sort(&mut w, &mut buf));
+        assert!(v.is_sorted() && v == w, "both sorts sort");
+        let (mut c, mut d) = (vec![0.0f32; MATRIX_N * MATRIX_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
+        sync_wait_value(starts_on(sch.clone(), matmul::mul_add(&a, &b, &mut c, MATRIX_N)));
+        rayon_pool.install(|| rayon_mul_add(&a, &b, &mut d, MATRIX_N));
+        assert_eq!(c, d, "both z-order products agree");
+        let s = sync_wait_value(starts_on(sch.clone(), strassen::multiply(&a, &b, MATRIX_N)));
+        let r = rayon_pool.install(|| rayon_strassen(&a, &b, MATRIX_N));
+        assert_eq!(s, r, "both Strassen products agree");
+        let worst = s.iter().zip(&c).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+        assert!(worst < 1e-2 * MATRIX_N as f32, "Strassen's product is the product ({worst})");
+    }
+
+    let mut c = Criterion::default().without_plots().configure_from_args();
+    // `SENDERS_LEND_PAIRED_ONLY=1`: only the interleaved rounds (a quick look).
+    let criterion = std::env::var("SENDERS_LEND_PAIRED_ONLY").map_or(true, |v| v != "1");
+    if criterion {
+        let mut g = c.benchmark_group("mergesort");
+        g.sample_size(20).measurement_time(Duration::from_secs(3));
+        let mut buf = vec![0u32; SORT_N];
+        g.bench_function("senders", |bch| {
+            bch.iter_batched_ref(
+                || unsorted.clone(),
+                |v| sync_wait_value(starts_on(sch.clone(), mergesort::sort(v, &mut buf))),
+                BatchSize::LargeInput,
+            )
+        });
+        g.bench_function("rayon", |bch| {
+            bch.iter_batched_ref(
+                || unsorted.clone(),
+                |v| rayon_pool.install(|| rayon_sort(v, &mut buf)),
+                BatchSize::LargeInput,
+            )
+        });
+        g.finish();
+    }
+    if criterion {
+        let mut g = c.benchmark_group("matmulz");
+        g.sample_size(20).measurement_time(Duration::from_secs(3));
+        let mut dest = vec![0.0f32; MATRIX_N * MATRIX_N];
+        g.bench_function("senders", |bch| {
+            bch.iter(|| {
+                dest.fill(0.0);
+                sync_wait_value(starts_on(sch.clone(), matmul::mul_add(&a, &b, &mut dest, MATRIX_N)));
+            })
+        });
+        g.bench_function("rayon", |bch| {
+            bch.iter(|| {
+                dest.fill(0.0);
+                rayon_pool.install(|| rayon_mul_add(&a, &b, &mut dest, MATRIX_N));
+            })
+        });
+        g.finish();
+    }
+    if criterion {
+        let mut g = c.benchmark_group("strassen");
+        g.sample_size(20).measurement_time(Duration::from_secs(3));
+        g.bench_function("senders", |bch| {
+            bch.iter(|| black_box(sync_wait_value(starts_on(sch.clone(), strassen::multiply(&a, &b, MATRIX_N)))))
+        });
+        g.bench_function("rayon", |bch| {
+            bch.iter(|| black_box(rayon_pool.install(|| rayon_strassen(&a, &b, MATRIX_N))))
+        });
+        g.finish();
+    }
+    if criterion {
+        c.final_summary();
+    }
+
+    // Interleaved rounds: the ratio that resists the machine's background load.
+    let (a, b, unsorted, rayon_pool) = (&a, &b, &unsorted, &rayon_pool);
+    let (mut v, mut buf, mut dest) = (Vec::new(), vec![0u32; SORT_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
+    let (mut w, mut wbuf, mut wdest) = (Vec::new(), vec![0u32; SORT_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
+    let (sch1, sch2, sch3) = (sch.clone(), sch.clone(), sch.clone());
+    let mut cases = [
+        Case {
+            name: "mergesort",
+            ours: Box::new(|| {
+                v.clone_from(unsorted);
+                sync_wait_value(starts_on(sch1.clone(), mergesort::sort(&mut v, &mut buf)));
+            }),
+            rayon: Box::new(|| {
+                w.clone_from(unsorted);
+                rayon_pool.install(|| rayon_sort(&mut w, &mut wbuf));
+            }),
+        },
+        Case {
+            name: "matmulz",
+            ours: Box::new(|| {
+                dest.fill(0.0);
+                sync_wait_value(starts_on(sch2.clone(), matmul::mul_add(a, b, &mut dest, MATRIX_N)));
+            }),
+            rayon: Box::new(|| {
+                wdest.fill(0.0);
+                rayon_pool.install(|| rayon_mul_add(a, b, &mut wdest, MATRIX_N));
+            }),
+        },
+        Case {
+            name: "strassen",
+            ours: Box::new(|| {
+                drop(black_box(sync_wait_value(starts_on(sch3.clone(), strassen::multiply(a, b, MATRIX_N)))))
+            }),
+            rayon: Box::new(|| drop(black_box(rayon_pool.install(|| rayon_strassen(a, b, MATRIX_N))))),
+        },
+    ];
+    println!("\ninterleaved rounds ({ROUNDS}), {THREADS} workers each: ours ÷ rayon, median [range]");
+    for case in &mut cases {
+        let rounds = paired::paired_rounds(ROUNDS, (&mut *case.ours, 1), (&mut *case.rayon, 1));
+        let ratios: Vec<f64> = rounds.iter().map(|(o, r)| o / r).collect();
+        let ours: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+        let theirs: Vec<f64> = rounds.iter().map(|r| r.1).collect();
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(0.0, f64::max);
+        println!(
+            "{:<10} ours {:>10}  rayon {:>10}  {:.3}× [{lo:.2}–{hi:.2}]",
+            case.name,
+            paired::format_ns(paired::median(&ours)),
+            paired::format_ns(paired::median(&theirs)),
+            paired::median(&ratios)
+        );
+    }
+}
