@@ -1,10 +1,11 @@
 //! The comparison report: every workload of `benches/` run against rayon (and tokio
 //! where it has a counterpart) in one process, with the same number of workers
-//! ([`THREADS`]) on every side.
+//! ([`THREADS`] by default, `--threads N` to choose) on every side.
 //!
 //! ```text
 //! cargo run --release --example report            # --quick, the default: well under a minute
 //! cargo run --release --example report -- --full  # the benches' sizes: about 100 s
+//! cargo run --release --example report -- --threads 8  # 8 workers on every side
 //! ```
 //!
 //! Each workload is timed in interleaved rounds: every round times one batch of each
@@ -77,7 +78,8 @@ use senders::{
 };
 use work::{calibrate, spin};
 
-/// Workers of our pool, of rayon's and of tokio's runtime.
+/// Workers of our pool, of rayon's and of tokio's runtime, unless `--threads` says
+/// otherwise.
 const THREADS: usize = 2;
 /// Hops of the schedule chain and jobs of the schedule fan-out.
 const SCHED_N: usize = 10_000;
@@ -104,23 +106,41 @@ enum Mode {
     Full,
 }
 
-impl Mode {
-    /// Reads `--quick` / `--full` from the command line; anything else is an error.
-    fn from_args() -> Mode {
-        let mut mode = Mode::Quick;
-        for arg in std::env::args().skip(1) {
+/// What the command line asks for.
+struct Options {
+    mode: Mode,
+    /// Workers on every side (at least 1).
+    threads: usize,
+}
+
+impl Options {
+    /// Reads `--quick` / `--full` and `--threads N` from the command line; anything else
+    /// is an error.
+    fn from_args() -> Options {
+        let usage = |why: String| -> ! {
+            eprintln!("{why}; usage: report [--quick | --full] [--threads N]");
+            std::process::exit(2);
+        };
+        let mut options = Options { mode: Mode::Quick, threads: THREADS };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
             match arg.as_str() {
-                "--quick" => mode = Mode::Quick,
-                "--full" => mode = Mode::Full,
-                other => {
-                    eprintln!("unknown option {other:?}; usage: report [--quick | --full]");
-                    std::process::exit(2);
+                "--quick" => options.mode = Mode::Quick,
+                "--full" => options.mode = Mode::Full,
+                "--threads" => {
+                    options.threads = match args.next().map(|n| n.parse::<usize>()) {
+                        Some(Ok(n)) if n > 0 => n,
+                        _ => usage("--threads takes a number of workers, at least 1".to_string()),
+                    }
                 }
+                other => usage(format!("unknown option {other:?}")),
             }
         }
-        mode
+        options
     }
+}
 
+impl Mode {
     /// The option's name, without the dashes.
     fn name(self) -> &'static str {
         match self {
@@ -367,13 +387,13 @@ struct Pools {
 }
 
 impl Pools {
-    /// [`THREADS`] workers each; our pool lives as long as the process.
-    fn new() -> Pools {
-        let pool: &'static StaticThreadPool = Box::leak(Box::new(StaticThreadPool::new(THREADS).expect("our pool")));
+    /// `threads` workers each; our pool lives as long as the process.
+    fn new(threads: usize) -> Pools {
+        let pool: &'static StaticThreadPool = Box::leak(Box::new(StaticThreadPool::new(threads).expect("our pool")));
         Pools {
             sch: Box::leak(Box::new(pool.scheduler())),
-            rayon: rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("rayon pool"),
-            tokio: tokio::runtime::Builder::new_multi_thread().worker_threads(THREADS).build().expect("tokio runtime"),
+            rayon: rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool"),
+            tokio: tokio::runtime::Builder::new_multi_thread().worker_threads(threads).build().expect("tokio runtime"),
         }
     }
 }
@@ -717,11 +737,12 @@ fn today() -> String {
 }
 
 /// The markdown report: a line on the run, then the table.
-fn markdown(rows: &[Row], mode: Mode) -> String {
+fn markdown(rows: &[Row], mode: Mode, threads: usize) -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let threads_arg = if threads == THREADS { String::new() } else { format!(" --threads {threads}") };
     let mut md = format!(
-        "Run {} with `cargo run --release --example report -- --{}`: {THREADS} workers on every side, \
-         {cores} cores seen, {} interleaved rounds per workload, medians per call.\n\n",
+        "Run {} with `cargo run --release --example report -- --{}{threads_arg}`: {threads} workers on every \
+         side, {cores} cores seen, {} interleaved rounds per workload, medians per call.\n\n",
         today(),
         mode.name(),
         mode.rounds(),
@@ -859,8 +880,8 @@ fn write_outputs(dir: &Path, md: &str, rows: &[Row]) -> Result<(), String> {
 
 /// Runs every workload with a progress bar, prints the table and writes the report.
 fn main() {
-    let mode = Mode::from_args();
-    let pools = Pools::new();
+    let Options { mode, threads } = Options::from_args();
+    let pools = Pools::new(threads);
     let mut work = workloads(&pools, mode);
     let bar = ProgressBar::new(work.len() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("progress template"));
@@ -875,7 +896,7 @@ fn main() {
         .collect();
     bar.finish_and_clear();
 
-    let md = markdown(&rows, mode);
+    let md = markdown(&rows, mode, threads);
     println!("{md}");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/report");
     match write_outputs(&dir, &md, &rows) {
