@@ -182,6 +182,7 @@ struct Block<V, E, Sch, S, Op> {
 }
 
 impl<V, E, Sch, S, Op> Drop for Block<V, E, Sch, S, Op> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: `holds` names the live member of `held`, if any.
         unsafe {

@@ -178,6 +178,7 @@ pub trait ConnectTuple<R>: SenderTuple {
 pub struct ChildOp<Op>(Op);
 
 impl<Op: OperationState> OperationState for ChildOp<Op> {
+    #[inline]
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: structural pinning of the one field; `start`'s contract is forwarded.
         unsafe { self.map_unchecked_mut(|c| &mut c.0).start() }
@@ -272,7 +273,10 @@ unsafe impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> ForwardTarget for 
 }
 
 /// The window of [`Shared::start_first_deferring`] open on this thread: whose first child
-/// is starting, and how many of its children's arrivals were noted meanwhile.
+/// is starting, how many of its children's arrivals were noted meanwhile, and whether
+/// the first `schedule()` on the pool made meanwhile has been made ([`take_first_hop`]).
+/// The two counts share a word, so opening a window sets both with the one store it
+/// makes anyway.
 #[derive(Clone, Copy)]
 struct Window {
     /// The operation, named by the address of its count: no other live operation's
@@ -280,13 +284,30 @@ struct Window {
     /// other there), whereas the start of a shared state may also be the start of
     /// something nested in its first field.
     count: *const AtomicUsize,
-    early: usize,
+    early: u32,
+    /// Nonzero once the window's first hop was taken, and while no window is open.
+    hopped: u32,
 }
 
-const NO_WINDOW: Window = Window { count: std::ptr::null(), early: 0 };
+const NO_WINDOW: Window = Window { count: std::ptr::null(), early: 0, hopped: 1 };
 
 crate::sync::const_thread_local! {
     static WINDOW: Cell<Window> = Cell::new(NO_WINDOW);
+}
+
+/// Whether a `schedule()` on the pool starting now on this thread, one of the pool's
+/// workers, is the first one made while the worker starts the first child of a
+/// `when_all` on the pool inline (a window is open, `ForkOnPool`): the child is on the
+/// pool already, so that `schedule()` may complete inline. True once per window.
+#[inline]
+pub(crate) fn take_first_hop() -> bool {
+    WINDOW.with(|w| {
+        let first = w.get().hopped == 0;
+        // SAFETY: the cell is this thread's, and no reference into it is alive (`Cell`
+        // hands out none); one field is written, not the whole window.
+        unsafe { (*w.as_ptr()).hopped = 1 };
+        first
+    })
 }
 
 impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
@@ -434,19 +455,21 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     /// `this` is the live shared state of a started operation on which the caller holds
     /// a count, `start` starts its first child, and the caller settles what this
     /// returns.
+    #[inline(always)]
     pub(crate) unsafe fn start_first_deferring(this: *const Self, start: impl FnOnce()) -> usize {
         /// Reopens the outer window when this one closes, also if `start` unwinds.
         struct Restore(Window);
         impl Drop for Restore {
+            #[inline(always)]
             fn drop(&mut self) {
                 WINDOW.with(|w| w.set(self.0));
             }
         }
         // SAFETY: alive, by the caller's contract (this only takes a field's address).
         let count = unsafe { &raw const (*this).count };
-        let _outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0 })));
+        let _outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0, hopped: 0 })));
         start();
-        WINDOW.with(|w| w.get().early)
+        WINDOW.with(|w| w.get().early as usize)
     }
 
     /// Releases `held` counts (noted arrivals and holds) of this thread; the last
@@ -960,6 +983,7 @@ where
     C::Values: Send,
     C::Error: Send,
 {
+    #[inline]
     unsafe fn start(self: Pin<&mut Self>) {
         // SAFETY: we never move the pinned fields: `shared` and `ops` stay in place and
         // are only addressed; `children` is moved out (not structurally pinned).

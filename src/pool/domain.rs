@@ -124,11 +124,11 @@ impl Domain for PoolDomain {
 #[derive(Debug)]
 pub enum ForkOnPool {}
 
-/// Inline runs of taken-back children (and first children whose first `schedule()`
-/// completes inline) nested on one worker's stack beyond which they are left to the
-/// worker loop instead: a chain of `when_all`s nested in a child that hops onto the
-/// pool would otherwise grow the stack with its length.
-const MAX_TAKEN_BACK_DEPTH: u32 = 64;
+/// Inline runs of taken-back children (and of first children's first `schedule()`,
+/// `WorkerThread::run_first_hop`) nested on one worker's stack beyond which they are left
+/// to the worker loop instead: a chain of `when_all`s nested in a child that hops onto
+/// the pool would otherwise grow the stack with its length.
+pub(crate) const MAX_TAKEN_BACK_DEPTH: u32 = 64;
 
 impl StartPolicy for ForkOnPool {
     /// The starting thread's hold: it keeps the operation alive through the window.
@@ -172,14 +172,9 @@ impl StartPolicy for ForkOnPool {
                         C::start_child(ops, here.trailing_zeros() as usize);
                         here &= here - 1;
                     }
-                    // The first child starts on the pool already: its first `schedule()`
-                    // on this pool completes inline, as in a forked child's job, unless
-                    // that would nest too deep (a chain of them, each hopping once).
-                    if worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
-                        worker.start_fresh(|| C::start_child(ops, 0));
-                    } else {
-                        C::start_child(ops, 0);
-                    }
+                    // The window's hop state lets the first child's first `schedule()` on
+                    // this pool complete inline (`PoolOp::start`).
+                    C::start_child(ops, 0)
                 });
                 let held = early + Self::HOLD;
                 if early == 1 && n == 2 && !last.is_null() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {

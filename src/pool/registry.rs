@@ -17,10 +17,12 @@ use crate::panic::AbortOnUnwind;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
 
 /// Runs `job`, taken from one of this pool's queues, on `worker` (the running thread's
-/// worker state, if it is a worker of this pool): a spawned operation's job, tagged by
-/// [`WorkerThread::push_spawned`], runs with the worker's `fresh` mark set (see
-/// [`WorkerThread::take_fresh`]). A job must not unwind (the crate's operations catch
-/// user panics); if one does, the process aborts rather than lose a completion silently.
+/// worker state, if it is a worker of this pool): a spawned operation's job or a forked
+/// child's, tagged by [`WorkerThread::push_spawned`] or the pool's `when_all`, runs with
+/// the worker's `fresh` mark set, so that its first `schedule()` on this pool completes
+/// inline ([`WorkerThread::take_fresh`]). A job must not unwind (the crate's
+/// operations catch user panics); if one does, the process aborts rather than lose a
+/// completion silently.
 fn run_job(job: JobRef, worker: Option<&WorkerThread>) {
     let guard = AbortOnUnwind("a pool job unwound");
     if let Some(w) = worker {
@@ -306,13 +308,14 @@ pub(crate) struct WorkerThread {
     registry: RegistryRef,
     deque: Worker<JobRef>,
     rng: Cell<u64>,
-    /// Set while this worker starts a spawned operation it took from a queue.
-    fresh: Cell<bool>,
     /// Taken-back jobs running nested on this worker's stack (see `take_back`).
     taken_back: Cell<u32>,
     /// This worker's shard of the registry's reference count (`refs.rs`), null once
     /// this thread, dropping the pool from a job, has stopped counting there.
     refs_shard: Cell<*const AtomicUsize>,
+    /// Set while this worker starts a job it took from a queue that was tagged (a
+    /// spawned operation's, a forked child's): see [`take_fresh`](Self::take_fresh).
+    fresh: Cell<bool>,
     /// The forks this worker holds unpublished (`latent.rs`).
     latent: LatentForks,
     /// Whether it holds forks latent at all (the pool's option, copied here).
@@ -390,13 +393,6 @@ impl WorkerThread {
     pub(crate) fn leave_pool(&self) {
         self.refs_shard.set(ptr::null());
         CURRENT.with(|c| c.set(ptr::null()));
-    }
-
-    /// Whether a `schedule()` on this pool, started now, may complete inline: true once
-    /// while this worker starts a spawned operation taken from a queue (the spawn itself
-    /// was the hop onto the pool). Clears the mark.
-    pub(crate) fn take_fresh(&self) -> bool {
-        self.fresh.replace(false)
     }
 
     pub(crate) fn registry(&self) -> &RegistryRef {
@@ -555,13 +551,22 @@ impl WorkerThread {
         self.deque.len()
     }
 
+    /// Whether a `schedule()` on this pool, started now, may complete inline: true once
+    /// while this worker starts a tagged job taken from a queue (the spawn or fork
+    /// itself was the hop onto the pool). Clears the mark.
+    #[inline]
+    pub(crate) fn take_fresh(&self) -> bool {
+        self.fresh.replace(false)
+    }
+
     /// Whether this worker's `fresh` mark is set, for white-box tests.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn is_fresh(&self) -> bool {
         self.fresh.get()
     }
 
-    /// How many taken-back jobs are running nested on this worker's stack.
+    /// How many taken-back jobs (and first hops of first children, see
+    /// [`run_first_hop`](Self::run_first_hop)) are running nested on this worker's stack.
     pub(crate) fn taken_back_depth(&self) -> u32 {
         self.taken_back.get()
     }
@@ -572,6 +577,20 @@ impl WorkerThread {
     pub(crate) fn run_taken_back(&self, job: JobRef) {
         self.taken_back.set(self.taken_back.get() + 1);
         run_job(job, Some(self));
+        self.taken_back.set(self.taken_back.get() - 1);
+    }
+
+    /// Runs here, inline, the job of a `schedule()` on this pool that the first child of
+    /// a `when_all` on the pool makes while this worker starts it (`when_all::take_first_hop`):
+    /// the child is on the pool already. Counted with the taken-back runs
+    /// ([`taken_back_depth`](Self::taken_back_depth)), since it nests on this stack what
+    /// a trip through the deque would have unwound.
+    #[inline]
+    pub(crate) fn run_first_hop(&self, job: JobRef) {
+        self.taken_back.set(self.taken_back.get() + 1);
+        let guard = AbortOnUnwind("a pool job unwound");
+        job.execute();
+        std::mem::forget(guard);
         self.taken_back.set(self.taken_back.get() - 1);
     }
 
@@ -720,9 +739,9 @@ impl WorkerThread {
             registry,
             deque,
             rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
-            fresh: Cell::new(false),
             taken_back: Cell::new(0),
             refs_shard: Cell::new(refs_shard),
+            fresh: Cell::new(false),
             latent: LatentForks::new(),
             latent_forks,
             lanes_seen: std::array::from_fn(|_| Cell::new(0)),
@@ -808,20 +827,6 @@ impl WorkerThread {
     #[inline(always)]
     pub(crate) fn current_ptr() -> *const WorkerThread {
         CURRENT.with(Cell::get)
-    }
-
-    /// Runs `start` (a `when_all`'s first child starting inline, on the pool already)
-    /// with this worker's `fresh` mark set, so that the child's first `schedule()` on
-    /// this pool completes inline (see [`take_fresh`](Self::take_fresh)); counted as a
-    /// taken-back run is ([`taken_back_depth`](Self::taken_back_depth)), since it nests
-    /// on this stack what a queue trip would have unwound. The mark is cleared after.
-    #[inline(always)]
-    pub(crate) fn start_fresh(&self, start: impl FnOnce()) {
-        self.taken_back.set(self.taken_back.get() + 1);
-        self.fresh.set(true);
-        start();
-        self.fresh.set(false);
-        self.taken_back.set(self.taken_back.get() - 1);
     }
 
     /// Runs work on this worker until `done()`: what `run_local` runs first (the waiting

@@ -5,8 +5,9 @@ use std::fmt;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
 
-use super::domain::PoolDomain;
+use super::domain::{MAX_TAKEN_BACK_DEPTH, PoolDomain};
 use super::registry::{Registry, RegistryRef, WorkerThread};
+use crate::adaptors::when_all::take_first_hop;
 use crate::env::Env;
 use crate::job::JobRef;
 use crate::receiver::Receiver;
@@ -123,9 +124,15 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
         // the common case touches no shared reference count.
         if let Some(worker) = WorkerThread::current_of(&this.registry) {
             if worker.take_fresh() {
-                // The first `schedule()` of a spawned operation this worker just took from
-                // a queue: it is already on the pool, and was queued once; complete now.
+                // The first `schedule()` of a spawned operation (or forked child) this
+                // worker just took from a queue: it is already on the pool, and was
+                // queued once; complete now.
                 job.execute();
+            } else if take_first_hop() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+                // The first `schedule()` of the first child of a `when_all` on this pool
+                // that this worker is starting inline: on the pool already; complete
+                // now, unless that nests too deep on this stack.
+                worker.run_first_hop(job);
             } else {
                 worker.push_local(job);
             }
