@@ -303,9 +303,11 @@ crate::sync::const_thread_local! {
 pub(crate) fn take_first_hop() -> bool {
     WINDOW.with(|w| {
         let first = w.get().hopped == 0;
-        // SAFETY: the cell is this thread's, and no reference into it is alive (`Cell`
-        // hands out none); one field is written, not the whole window.
-        unsafe { (*w.as_ptr()).hopped = 1 };
+        if first {
+            // SAFETY: the cell is this thread's, and no reference into it is alive
+            // (`Cell` hands out none); one field is written, not the whole window.
+            unsafe { (*w.as_ptr()).hopped = 1 };
+        }
         first
     })
 }
