@@ -45,6 +45,7 @@
 //! | schedule fan-out | [`SCHED_N`] `spawn`s of `schedule` in a `let_async_scope` on a worker | `rayon::scope` + `s.spawn` | `tokio::spawn`s from a task, awaited |
 //! | round trip main → worker → main | `sync_wait(schedule(&sch))` | `pool.install(\|\| ())` | `block_on` of a `spawn`ed empty task |
 //! | `bulk_each`, memory bound / compute bound | `starts_on(sch, just(v).bulk_each(..))` | `par_iter_mut().for_each` | — |
+//! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
@@ -62,6 +63,19 @@ mod work;
 mod spawn_fib;
 use spawn_fib::fib_spawned;
 
+#[path = "mergesort.rs"]
+mod mergesort;
+
+#[path = "matmul.rs"]
+mod matmul;
+
+#[path = "strassen.rs"]
+mod strassen;
+
+#[path = "../benches/common/lend_rayon.rs"]
+mod lend_rayon;
+use lend_rayon::{rayon_mul_add, rayon_sort, rayon_strassen};
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -74,7 +88,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use rayon::prelude::*;
 use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, when_all, when_all_iter,
+    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, sync_wait_value, when_all, when_all_iter,
 };
 use work::{calibrate, spin};
 
@@ -459,6 +473,43 @@ fn bulk<'a>(name: &str, p: &'a Pools, len: usize, kernel: fn(&mut f64)) -> Workl
     })
 }
 
+/// Mergesort of `n` numbers, `let_value_ref` lending the halves to the children
+/// (`examples/mergesort.rs`), against the same program with `rayon::join`. Each side
+/// sorts a fresh copy of one input with a scratch buffer of its own.
+fn sort(p: &Pools, n: usize) -> Workload<'_> {
+    let unsorted = mergesort::input(n);
+    let checksum =
+        |v: &[u32]| v.iter().step_by(997).enumerate().map(|(i, &x)| i as u64 * u64::from(x)).fold(0, u64::wrapping_add);
+    let (ours_in, theirs_in) = (unsorted.clone(), unsorted);
+    let (mut ours, mut ours_buf, mut theirs, mut theirs_buf) = (Vec::new(), vec![0; n], Vec::new(), vec![0; n]);
+    Workload::new(format!("mergesort of {} Ki `u32`", n >> 10), move || {
+        ours.clone_from(&ours_in);
+        sync_wait_value(starts_on(p.sch.clone(), mergesort::sort(&mut ours, &mut ours_buf)));
+        checksum(&ours)
+    })
+    .rayon(move || {
+        theirs.clone_from(&theirs_in);
+        p.rayon.install(|| rayon_sort(&mut theirs, &mut theirs_buf));
+        checksum(&theirs)
+    })
+}
+
+/// A product of two `n` × `n` matrices (z-order), `ours` on our pool against `theirs`
+/// inside rayon's.
+fn matrix_product<'a>(
+    name: String,
+    p: &'a Pools,
+    n: usize,
+    ours: impl Fn(&PoolScheduler, &[f32], &[f32], usize) -> Vec<f32> + 'a,
+    theirs: impl Fn(&[f32], &[f32], usize) -> Vec<f32> + Send + Sync + 'a,
+) -> Workload<'a> {
+    let (a, b) = (matmul::input(n, 1), matmul::input(n, 2));
+    let (ra, rb) = (a.clone(), b.clone());
+    let checksum = |m: &[f32]| m.iter().step_by(61).map(|x| u64::from(x.to_bits())).fold(0, u64::wrapping_add);
+    Workload::new(name, move || checksum(&ours(p.sch, &a, &b, n)))
+        .rayon(move || checksum(&p.rayon.install(|| theirs(&ra, &rb, n))))
+}
+
 /// Every workload of the report, sized for `mode`.
 fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let sch = p.sch;
@@ -471,6 +522,8 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let flat_n: usize = mode.pick(1 << 18, 1 << 20);
     let bulk_len: usize = mode.pick(1 << 22, 1 << 24);
     let awaits: u64 = mode.pick(100_000, 1_000_000);
+    let sort_n: usize = mode.pick(1 << 18, 1 << 20);
+    let matrix_n: usize = mode.pick(256, 512);
     let iters = calibrate(WORK_NS);
     let let_nodes = Box::leak(Box::new(Counter::new()));
     let rayon_nodes = Box::leak(Box::new(Counter::new()));
@@ -626,6 +679,29 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
         .tokio(move || p.tokio.block_on(p.tokio.spawn(async { 1 })).expect("empty task")),
         bulk("`bulk_each` x += 1", p, bulk_len, add_one),
         bulk("`bulk_each` x = sin(√x) + 1", p, bulk_len, sin_sqrt),
+        sort(p, sort_n),
+        matrix_product(
+            format!("matmul z-order {matrix_n}²"),
+            p,
+            matrix_n,
+            |sch, a, b, n| {
+                let mut dest = vec![0.0f32; n * n];
+                sync_wait_value(starts_on(sch.clone(), matmul::mul_add(a, b, &mut dest, n)));
+                dest
+            },
+            |a, b, n| {
+                let mut dest = vec![0.0f32; n * n];
+                rayon_mul_add(a, b, &mut dest, n);
+                dest
+            },
+        ),
+        matrix_product(
+            format!("Strassen {matrix_n}²"),
+            p,
+            matrix_n,
+            |sch, a, b, n| sync_wait_value(starts_on(sch.clone(), strassen::multiply(a, b, n))),
+            rayon_strassen,
+        ),
         Workload::new("`sync_wait(just(1).then(..))`", || {
             sync_wait(just(black_box(1u64)).then(|x| x + 1)).unwrap().unwrap()
         }),
