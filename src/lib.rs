@@ -153,8 +153,6 @@ pub use pool::{default_pool, parallel_scheduler};
 pub use receiver::Receiver;
 pub use scheduler::{Scheduler, schedule};
 pub use schedulers::{InlineScheduler, RunLoop, RunLoopScheduler, SingleThreadContext, SingleThreadScheduler};
-#[allow(deprecated)]
-pub use scope::SimpleToken;
 pub use scope::{
     CountingScope, CountingToken, LetScopeToken, ScopeToken, SimpleCountingScope, SimpleCountingToken, Spawnable,
     let_async_scope, nest, spawn, spawn_future,

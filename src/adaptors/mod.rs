@@ -63,13 +63,3 @@ pub use when_any::{
     ConnectWhenAny, Race, WhenAny, WhenAnyChildren, WhenAnyOp, WhenAnyReceiver, when_any, when_any_iter,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
-
-/// The old name of [`ValueCell`].
-#[deprecated(since = "0.1.0", note = "renamed `ValueCell`")]
-pub type Slot<T> = ValueCell<T>;
-/// The old name of [`ContinuesOnReceiver`].
-#[deprecated(since = "0.1.0", note = "renamed `ContinuesOnReceiver`")]
-pub type TransferReceiver<Sch, V, E, R> = ContinuesOnReceiver<Sch, V, E, R>;
-/// The old name of [`ContinuesOnHopReceiver`].
-#[deprecated(since = "0.1.0", note = "renamed `ContinuesOnHopReceiver`")]
-pub type TransferHopReceiver<V, E, R> = ContinuesOnHopReceiver<V, E, R>;

@@ -141,8 +141,8 @@ impl PoolBuilder {
     /// published for stealing only when another worker is hungry (seen at the worker's
     /// next fork or join) or this one is about to block in a run loop (`sync_wait`). Off
     /// by default: every fork then goes on the worker's deque at once, as `rayon::join`
-    /// does. The switch exists to compare the two in one run (`benches/pool.rs`); DESIGN.md
-    /// §6.2 has the numbers.
+    /// does. The switch exists to compare the two in one run (`benches/pool.rs`);
+    /// `docs/PERFORMANCE.md` has the numbers.
     ///
     /// With latent forks, a first child that blocks its worker in code of its own (a
     /// lock, a channel) until a nested sibling has run waits until a fork or join of

@@ -323,10 +323,6 @@ impl CountingScope {
     }
 }
 
-/// The old name of [`SimpleCountingToken`].
-#[deprecated(since = "0.1.0", note = "renamed `SimpleCountingToken`")]
-pub type SimpleToken = SimpleCountingToken;
-
 impl std::fmt::Debug for SimpleCountingToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimpleCountingToken").finish_non_exhaustive()
