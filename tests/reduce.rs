@@ -590,3 +590,29 @@ fn a_failed_chunks_mut_drops_its_value_before_completing() {
         live.assert_none_alive(&format!("{name}: after the panic resumed"));
     }
 }
+
+/// The chunks' results are combined as a balanced tree, as rayon's `reduce` does: on
+/// the default domain and on a pool of one worker, 16 chunks of one index run in order,
+/// and every combine joins two ranges of equal length (a chain would join a growing
+/// result with single chunks, twice the work for a product of big integers).
+#[test]
+fn the_combines_form_a_balanced_tree() {
+    let one = named_pool(1, "tree");
+    for place in [None, Some(&one)] {
+        let joins = Mutex::new(Vec::new());
+        let got = on!(place, (), |s| s.bulk_reduce_with(
+            Grain::new().max_len(1),
+            16,
+            || 0usize,
+            |acc, b, e, _: &()| acc + (e - b),
+            |l, r| {
+                joins.lock().unwrap().push((l, r));
+                l + r
+            }
+        ));
+        assert_eq!(got, Ok(Some(16)));
+        let joins = joins.into_inner().unwrap();
+        assert_eq!(joins.len(), 15, "{joins:?}");
+        assert!(joins.iter().all(|(l, r)| l == r), "{joins:?}");
+    }
+}

@@ -11,12 +11,14 @@
 //! 1. a `then` moves the predecessor's value and the functions into a [`ReduceState`];
 //! 2. `bulk_chunked` of the shape runs, for each chunk `begin..end` the domain chooses,
 //!    `fold(identity(), begin, end, &value)`, and merges the result with the results of
-//!    the chunks beside it that have finished ([`ReduceState::merge`]): `combine(left,
-//!    right)`, always the left range's result first, so `combine` need not be
-//!    commutative. Merging happens on the thread that finished a chunk, outside the lock
-//!    that finds the neighbours, so combines run in parallel as chunks finish;
-//! 3. a `then` drops the value and completes with the one result left, which covers the
-//!    whole shape (`identity()` for a shape of zero).
+//!    the finished ranges beside it that are no longer than its own
+//!    ([`ReduceState::merge`]): `combine(left, right)`, always the left range's result
+//!    first, so `combine` need not be commutative, and ranges of equal length first, so
+//!    the combines form a balanced tree. Merging happens on the thread that finished a
+//!    chunk, outside the lock that finds the neighbours, so combines run in parallel as
+//!    chunks finish;
+//! 3. a `then` drops the value, combines the few ranges left in order, and completes
+//!    with the result (`identity()` for a shape of zero).
 //!
 //! On the default domain, `bulk_chunked` makes one call, so the reduction is one `fold`
 //! over `0..shape` on the thread that delivered the value (and no `combine`), or calls
@@ -202,20 +204,24 @@ where
 pub struct ReduceState<V, R: ReduceFns<V>> {
     value: V,
     fns: R,
-    /// `(begin, end, result)` of finished ranges, no two adjacent.
+    /// `(begin, end, result)` of finished ranges not merged yet.
     parts: Mutex<Vec<(usize, usize, R::Acc)>>,
 }
 
 impl<V, R: ReduceFns<V>> ReduceState<V, R> {
     /// Adds the result `acc` of the range `begin..end`: while a finished range touches
-    /// it, takes that range out (under the lock) and combines the two (outside it), the
-    /// left one first; then puts the union back. Since a range looks for its neighbours
-    /// and goes back in under one lock, no two finished ranges are ever adjacent there,
-    /// and once every chunk has finished, one range is left: the whole shape.
+    /// it and is no longer than it, takes that range out (under the lock) and combines
+    /// the two (outside it), the left one first; then puts the union back. Ranges of
+    /// equal length merge as a binary counter does, so the combines form a balanced tree,
+    /// as rayon's `reduce` does (a left-to-right chain would combine ever longer results
+    /// with short ones: twice the work of the tree for a product of big integers). What
+    /// is left unmerged (ranges longer than the neighbour that finished last) is combined
+    /// in order at the end ([`ReduceFinish`]).
     pub fn merge(&self, mut begin: usize, mut end: usize, mut acc: R::Acc) {
         loop {
             let mut parts = lock(&self.parts);
-            let Some(k) = parts.iter().position(|&(b, e, _)| e == begin || b == end) else {
+            let len = end - begin;
+            let Some(k) = parts.iter().position(|&(b, e, _)| (e == begin || b == end) && e - b <= len) else {
                 parts.push((begin, end, acc));
                 return;
             };
@@ -267,10 +273,10 @@ impl<V, R: ReduceFns<V>> ThenFn<ReduceState<V, R>> for ReduceFinish {
         let ReduceState { value, fns, parts } = state;
         drop(value);
         let mut parts = std::mem::take(&mut *lock(&parts));
-        // One range is left once every chunk ran; the fold in order covers any domain
-        // whose `bulk_chunked` calls are not all merged.
+        // What is left is a few ranges, longer to the left: combined from the right, the
+        // short ones first.
         parts.sort_unstable_by_key(|&(b, _, _)| b);
-        match parts.into_iter().map(|(_, _, acc)| acc).reduce(|l, r| fns.combine(l, r)) {
+        match parts.into_iter().map(|(_, _, acc)| acc).rev().reduce(|r, l| fns.combine(l, r)) {
             Some(acc) => acc,
             None => fns.identity(),
         }
