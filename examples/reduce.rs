@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | sum | `bulk_reduce`: each chunk summed, the sums added | `par_iter().fold(..).reduce(..)` |
 //! | factorial | `bulk_reduce` of big integers: each chunk's product, the products multiplied in order | the same with `fold` + `reduce` (rayon-demo's `factorial`) |
-//! | collect | `bulk_reduce` into a `Vec`, appended in order | `par_iter().map(..).collect()` |
+//! | collect | `bulk_reduce` into a `Vec`, appended in order | the same with `fold` + `reduce` |
+//! | collect in place | `bulk_chunks_mut` over a `Vec` of the right length | `par_iter().map(..).collect()` (rayon writes an indexed collect in place too) |
 //! | rows | `bulk_chunks_mut`: each row of a matrix scaled to a sum of one | `par_chunks_mut(..).for_each(..)` |
 //!
 //! Run it with `cargo run --release --example reduce`. Each row is the best of 5 runs on
@@ -133,6 +134,20 @@ fn collect(sch: &PoolScheduler) -> Vec<u64> {
     .expect("not stopped")
 }
 
+/// The same collect, written in place: chunks of a `Vec` of the right length, each
+/// filled where it runs (no combine, no copy).
+fn collect_in_place(sch: &PoolScheduler) -> Vec<u64> {
+    sync_wait(schedule(sch).then(|()| vec![0u64; LEN]).bulk_chunks_mut(1 << 14, |c, out: &mut [u64]| {
+        let first = (c << 14) as u64;
+        for (k, x) in out.iter_mut().enumerate() {
+            let i = first + k as u64;
+            *x = i * i % 1000;
+        }
+    }))
+    .expect("no error")
+    .expect("not stopped")
+}
+
 /// Scales a row to a sum of one.
 fn normalise(row: &mut [f64]) {
     let s: f64 = row.iter().sum();
@@ -186,10 +201,27 @@ fn main() {
 
     let (seq, expected) = best(|| (0..LEN as u64).map(|i| i * i % 1000).collect::<Vec<_>>());
     let (ours, got) = best(|| collect(&sch));
-    let (rayon, theirs) =
-        best(|| rayon_pool.install(|| (0..LEN as u64).into_par_iter().map(|i| i * i % 1000).collect::<Vec<_>>()));
+    let (rayon, theirs) = best(|| {
+        rayon_pool.install(|| {
+            (0..LEN as u64)
+                .into_par_iter()
+                .fold(Vec::new, |mut acc, i| {
+                    acc.push(i * i % 1000);
+                    acc
+                })
+                .reduce(Vec::new, |mut l, mut r| {
+                    l.append(&mut r);
+                    l
+                })
+        })
+    });
     assert!(got == expected && theirs == expected, "the collects agree, in order");
     row("collect", seq, ours, rayon);
+    let (ours, got) = best(|| collect_in_place(&sch));
+    let (rayon, theirs) =
+        best(|| rayon_pool.install(|| (0..LEN as u64).into_par_iter().map(|i| i * i % 1000).collect::<Vec<_>>()));
+    assert!(got == expected && theirs == expected, "the collects in place agree");
+    row("in place", seq, ours, rayon);
 
     let matrix: Vec<f64> = (0..SIDE * SIDE).map(|i| (i % 89 + 1) as f64).collect();
     let (seq, expected) = best(|| {
