@@ -1,7 +1,8 @@
-//! The pool's bulk algorithms: `bulk`, `bulk_chunked`, `bulk_unchunked` and
-//! `bulk_each`, run in parallel over the workers.
+//! The pool's bulk algorithms: `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`
+//! and `bulk_chunks_mut`, run in parallel over the workers (the reductions run on
+//! `bulk_chunked`, `adaptors/reduce.rs`).
 //!
-//! One operation ([`PoolBulkOp`]) runs all four; what differs is its [`Kernel`], which
+//! One operation ([`PoolBulkOp`]) runs all five; what differs is its [`Kernel`], which
 //! says what a call does with a range of indices and how the range may be split.
 //!
 //! **Splitting** (rayon's adaptive splitter is the model). The worker that receives the
@@ -14,6 +15,13 @@
 //! indices is cut into a few chunks per worker, not more. `bulk_unchunked`'s kernel
 //! ignores the budget and splits down to single indices at once: every index is a job of
 //! its own, which any idle worker may take.
+//!
+//! **Grain** ([`Grain`], the `*_with` forms). A range longer than the grain's `max_len`
+//! is split even without budget (rayon's `with_max_len`), and no range is split into
+//! halves shorter than its `min_len` (`with_min_len`). A call of `bulk_chunked`'s
+//! function gets at most `max_len` indices (65,536 without one, or twice `min_len` if
+//! that is more), cut by [`Grain::next_end`](crate::Grain) so that the last call of a
+//! range is not left shorter than `min_len` where the range allows.
 //!
 //! **Completion.** `pending` counts the pieces not yet finished (the root counts as
 //! one); the last to finish completes the bulk: with the value, or with the first failure
