@@ -38,7 +38,32 @@ use crate::sync::{Mutex, lock};
 ///
 /// [`FoldReduce`] (from [`SenderExt::bulk_reduce`](crate::SenderExt::bulk_reduce)) and
 /// [`MapReduce`] (from [`SenderExt::bulk_map_reduce`](crate::SenderExt::bulk_map_reduce))
-/// implement it; a domain that customizes reductions calls these.
+/// implement it; a domain that customizes reductions calls these. A type of one's own
+/// may implement it too, and be reduced with [`BulkReduce::new`]:
+///
+/// ```
+/// use senders::adaptors::{BulkReduce, ReduceFns};
+/// use senders::{StaticThreadPool, just, starts_on, sync_wait};
+/// /// The least and the greatest element of a slice.
+/// struct MinMax;
+/// impl ReduceFns<Vec<i32>> for MinMax {
+///     type Acc = (i32, i32);
+///     fn identity(&self) -> (i32, i32) {
+///         (i32::MAX, i32::MIN)
+///     }
+///     fn fold(&self, (lo, hi): (i32, i32), begin: usize, end: usize, v: &Vec<i32>) -> (i32, i32) {
+///         v[begin..end].iter().fold((lo, hi), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+///     }
+///     fn combine(&self, l: (i32, i32), r: (i32, i32)) -> (i32, i32) {
+///         (l.0.min(r.0), l.1.max(r.1))
+///     }
+/// }
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let v: Vec<i32> = (0..1000).map(|i| (i * 37) % 1001 - 500).collect();
+/// // Customized late: the pool's domain is found at `connect`.
+/// let r = sync_wait(starts_on(pool.scheduler(), BulkReduce::new(just(v), 1000, MinMax)));
+/// assert_eq!(r, Ok(Some((-500, 500))));
+/// ```
 pub trait ReduceFns<V> {
     /// The accumulator, and the reduction's result.
     type Acc;
