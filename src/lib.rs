@@ -136,7 +136,7 @@ pub mod task;
 pub mod time;
 
 pub use adaptors::{
-    EitherSender, fork_join, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter,
+    EitherSender, Grain, fork_join, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter,
     when_all_with_variant, when_any, when_any_iter,
 };
 pub use any::AnySender;

@@ -56,7 +56,8 @@ mod tests;
 mod thread_pool;
 
 pub use bulk::{
-    BulkChunkedKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, Kernel, PoolBulk, PoolBulkOp, PoolBulkReceiver,
+    BulkChunkedKernel, BulkChunksMutKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, Kernel, PoolBulk,
+    PoolBulkOp, PoolBulkReceiver,
 };
 pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
