@@ -45,6 +45,8 @@
 //! | schedule fan-out | [`SCHED_N`] `spawn`s of `schedule` in a `let_async_scope` on a worker | `rayon::scope` + `s.spawn` | `tokio::spawn`s from a task, awaited |
 //! | round trip main → worker → main | `sync_wait(schedule(&sch))` | `pool.install(\|\| ())` | `block_on` of a `spawn`ed empty task |
 //! | `bulk_each`, memory bound / compute bound | `starts_on(sch, just(v).bulk_each(..))` | `par_iter_mut().for_each` | — |
+//! | sum of `u64`s | `bulk_reduce` (a fold per chunk, then the combines) | `par_iter().fold(..).reduce(..)` | — |
+//! | scale the rows of a matrix | `bulk_chunks_mut` | `par_chunks_mut(..).enumerate().for_each(..)` | — |
 //! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
@@ -473,6 +475,51 @@ fn bulk<'a>(name: &str, p: &'a Pools, len: usize, kernel: fn(&mut f64)) -> Workl
     })
 }
 
+/// `bulk_reduce` summing `n` numbers, against rayon's `fold` + `reduce`.
+fn reduce_sum(p: &Pools, n: usize) -> Workload<'_> {
+    let (ours, theirs) = ((0..n as u64).collect::<Vec<u64>>(), (0..n as u64).collect::<Vec<u64>>());
+    Workload::new(format!("sum of {} Mi `u64` (`bulk_reduce`), rayon: `fold` + `reduce`", n >> 20), move || {
+        let data = &ours[..];
+        let sum = schedule(p.sch).then(move |()| data).bulk_reduce(
+            data.len(),
+            || 0,
+            |acc, b, e, v: &&[u64]| acc + v[b..e].iter().sum::<u64>(),
+            |a, b| a + b,
+        );
+        sync_wait_value(sum)
+    })
+    .rayon(move || p.rayon.install(|| theirs.par_iter().fold(|| 0, |a, &x| a + x).reduce(|| 0, |a, b| a + b)))
+}
+
+/// `bulk_chunks_mut` scaling each row of an `n` × 1024 matrix, against
+/// `par_chunks_mut`; each side keeps its own matrix.
+fn scale_rows(p: &Pools, n: usize) -> Workload<'_> {
+    const SIDE: usize = 1024;
+    let factor = |r: usize| 1.0 + (r % 7) as f64 * 1e-3;
+    let checksum = |m: &[f64]| m.iter().step_by(4093).map(|x| x.to_bits() >> 32).fold(0, u64::wrapping_add);
+    let (mut ours, mut theirs) = (vec![1.0f64; n], vec![1.0f64; n]);
+    Workload::new(
+        format!("scale the rows of {} Mi f64 (`bulk_chunks_mut`), rayon: `par_chunks_mut`", n >> 20),
+        move || {
+            let m = &mut ours[..];
+            let scaled = schedule(p.sch).then(move |()| m).bulk_chunks_mut(SIDE, move |r, row: &mut [f64]| {
+                let k = factor(r);
+                row.iter_mut().for_each(|x| *x *= k);
+            });
+            checksum(sync_wait_value(scaled))
+        },
+    )
+    .rayon(move || {
+        p.rayon.install(|| {
+            theirs.par_chunks_mut(SIDE).enumerate().for_each(|(r, row)| {
+                let k = factor(r);
+                row.iter_mut().for_each(|x| *x *= k);
+            })
+        });
+        checksum(&theirs)
+    })
+}
+
 /// Mergesort of `n` numbers, `let_value_ref` lending the halves to the children
 /// (`examples/mergesort.rs`), against the same program with `rayon::join`. Each side
 /// sorts a fresh copy of one input with a scratch buffer of its own.
@@ -523,6 +570,7 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let bulk_len: usize = mode.pick(1 << 22, 1 << 24);
     let awaits: u64 = mode.pick(100_000, 1_000_000);
     let sort_n: usize = mode.pick(1 << 18, 1 << 20);
+    let reduce_n: usize = mode.pick(1 << 20, 1 << 22);
     let matrix_n: usize = mode.pick(256, 512);
     let iters = calibrate(WORK_NS);
     let let_nodes = Box::leak(Box::new(Counter::new()));
@@ -679,6 +727,8 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
         .tokio(move || p.tokio.block_on(p.tokio.spawn(async { 1 })).expect("empty task")),
         bulk("`bulk_each` x += 1", p, bulk_len, add_one),
         bulk("`bulk_each` x = sin(√x) + 1", p, bulk_len, sin_sqrt),
+        reduce_sum(p, reduce_n),
+        scale_rows(p, reduce_n),
         sort(p, sort_n),
         matrix_product(
             format!("matmul z-order {matrix_n}²"),
