@@ -45,6 +45,9 @@
 //! | schedule fan-out | [`SCHED_N`] `spawn`s of `schedule` in a `let_async_scope` on a worker | `rayon::scope` + `s.spawn` | `tokio::spawn`s from a task, awaited |
 //! | round trip main → worker → main | `sync_wait(schedule(&sch))` | `pool.install(\|\| ())` | `block_on` of a `spawn`ed empty task |
 //! | `bulk_each`, memory bound / compute bound | `starts_on(sch, just(v).bulk_each(..))` | `par_iter_mut().for_each` | — |
+//! | sum of `u64`s | `bulk_reduce` (a fold per chunk, then the combines) | `par_iter().fold(..).reduce(..)` | — |
+//! | scale the rows of a matrix | `bulk_chunks_mut` | `par_chunks_mut(..).enumerate().for_each(..)` | — |
+//! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
@@ -62,6 +65,19 @@ mod work;
 mod spawn_fib;
 use spawn_fib::fib_spawned;
 
+#[path = "mergesort.rs"]
+mod mergesort;
+
+#[path = "matmul.rs"]
+mod matmul;
+
+#[path = "strassen.rs"]
+mod strassen;
+
+#[path = "../benches/common/lend_rayon.rs"]
+mod lend_rayon;
+use lend_rayon::{rayon_mul_add, rayon_sort, rayon_strassen};
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -74,7 +90,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use rayon::prelude::*;
 use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, when_all, when_all_iter,
+    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, sync_wait_value, when_all, when_all_iter,
 };
 use work::{calibrate, spin};
 
@@ -459,6 +475,88 @@ fn bulk<'a>(name: &str, p: &'a Pools, len: usize, kernel: fn(&mut f64)) -> Workl
     })
 }
 
+/// `bulk_reduce` summing `n` numbers, against rayon's `fold` + `reduce`.
+fn reduce_sum(p: &Pools, n: usize) -> Workload<'_> {
+    let (ours, theirs) = ((0..n as u64).collect::<Vec<u64>>(), (0..n as u64).collect::<Vec<u64>>());
+    Workload::new(format!("sum of {} Mi `u64` (`bulk_reduce`), rayon: `fold` + `reduce`", n >> 20), move || {
+        let data = &ours[..];
+        let sum = schedule(p.sch).then(move |()| data).bulk_reduce(
+            data.len(),
+            || 0,
+            |acc, b, e, v: &&[u64]| acc + v[b..e].iter().sum::<u64>(),
+            |a, b| a + b,
+        );
+        sync_wait_value(sum)
+    })
+    .rayon(move || p.rayon.install(|| theirs.par_iter().fold(|| 0, |a, &x| a + x).reduce(|| 0, |a, b| a + b)))
+}
+
+/// `bulk_chunks_mut` scaling each row of an `n` × 1024 matrix, against
+/// `par_chunks_mut`; each side keeps its own matrix.
+fn scale_rows(p: &Pools, n: usize) -> Workload<'_> {
+    const SIDE: usize = 1024;
+    let factor = |r: usize| 1.0 + (r % 7) as f64 * 1e-3;
+    let checksum = |m: &[f64]| m.iter().step_by(4093).map(|x| x.to_bits() >> 32).fold(0, u64::wrapping_add);
+    let (mut ours, mut theirs) = (vec![1.0f64; n], vec![1.0f64; n]);
+    Workload::new(
+        format!("scale the rows of {} Mi f64 (`bulk_chunks_mut`), rayon: `par_chunks_mut`", n >> 20),
+        move || {
+            let m = &mut ours[..];
+            let scaled = schedule(p.sch).then(move |()| m).bulk_chunks_mut(SIDE, move |r, row: &mut [f64]| {
+                let k = factor(r);
+                row.iter_mut().for_each(|x| *x *= k);
+            });
+            checksum(sync_wait_value(scaled))
+        },
+    )
+    .rayon(move || {
+        p.rayon.install(|| {
+            theirs.par_chunks_mut(SIDE).enumerate().for_each(|(r, row)| {
+                let k = factor(r);
+                row.iter_mut().for_each(|x| *x *= k);
+            })
+        });
+        checksum(&theirs)
+    })
+}
+
+/// Mergesort of `n` numbers, `let_value_ref` lending the halves to the children
+/// (`examples/mergesort.rs`), against the same program with `rayon::join`. Each side
+/// sorts a fresh copy of one input with a scratch buffer of its own.
+fn sort(p: &Pools, n: usize) -> Workload<'_> {
+    let unsorted = mergesort::input(n);
+    let checksum =
+        |v: &[u32]| v.iter().step_by(997).enumerate().map(|(i, &x)| i as u64 * u64::from(x)).fold(0, u64::wrapping_add);
+    let (ours_in, theirs_in) = (unsorted.clone(), unsorted);
+    let (mut ours, mut ours_buf, mut theirs, mut theirs_buf) = (Vec::new(), vec![0; n], Vec::new(), vec![0; n]);
+    Workload::new(format!("mergesort of {} Ki `u32`", n >> 10), move || {
+        ours.clone_from(&ours_in);
+        sync_wait_value(starts_on(p.sch.clone(), mergesort::sort(&mut ours, &mut ours_buf)));
+        checksum(&ours)
+    })
+    .rayon(move || {
+        theirs.clone_from(&theirs_in);
+        p.rayon.install(|| rayon_sort(&mut theirs, &mut theirs_buf));
+        checksum(&theirs)
+    })
+}
+
+/// A product of two `n` × `n` matrices (z-order), `ours` on our pool against `theirs`
+/// inside rayon's.
+fn matrix_product<'a>(
+    name: String,
+    p: &'a Pools,
+    n: usize,
+    ours: impl Fn(&PoolScheduler, &[f32], &[f32], usize) -> Vec<f32> + 'a,
+    theirs: impl Fn(&[f32], &[f32], usize) -> Vec<f32> + Send + Sync + 'a,
+) -> Workload<'a> {
+    let (a, b) = (matmul::input(n, 1), matmul::input(n, 2));
+    let (ra, rb) = (a.clone(), b.clone());
+    let checksum = |m: &[f32]| m.iter().step_by(61).map(|x| u64::from(x.to_bits())).fold(0, u64::wrapping_add);
+    Workload::new(name, move || checksum(&ours(p.sch, &a, &b, n)))
+        .rayon(move || checksum(&p.rayon.install(|| theirs(&ra, &rb, n))))
+}
+
 /// Every workload of the report, sized for `mode`.
 fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let sch = p.sch;
@@ -471,6 +569,9 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let flat_n: usize = mode.pick(1 << 18, 1 << 20);
     let bulk_len: usize = mode.pick(1 << 22, 1 << 24);
     let awaits: u64 = mode.pick(100_000, 1_000_000);
+    let sort_n: usize = mode.pick(1 << 18, 1 << 20);
+    let reduce_n: usize = mode.pick(1 << 20, 1 << 22);
+    let matrix_n: usize = mode.pick(256, 512);
     let iters = calibrate(WORK_NS);
     let let_nodes = Box::leak(Box::new(Counter::new()));
     let rayon_nodes = Box::leak(Box::new(Counter::new()));
@@ -626,6 +727,31 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
         .tokio(move || p.tokio.block_on(p.tokio.spawn(async { 1 })).expect("empty task")),
         bulk("`bulk_each` x += 1", p, bulk_len, add_one),
         bulk("`bulk_each` x = sin(√x) + 1", p, bulk_len, sin_sqrt),
+        reduce_sum(p, reduce_n),
+        scale_rows(p, reduce_n),
+        sort(p, sort_n),
+        matrix_product(
+            format!("matmul z-order {matrix_n}²"),
+            p,
+            matrix_n,
+            |sch, a, b, n| {
+                let mut dest = vec![0.0f32; n * n];
+                sync_wait_value(starts_on(sch.clone(), matmul::mul_add(a, b, &mut dest, n)));
+                dest
+            },
+            |a, b, n| {
+                let mut dest = vec![0.0f32; n * n];
+                rayon_mul_add(a, b, &mut dest, n);
+                dest
+            },
+        ),
+        matrix_product(
+            format!("Strassen {matrix_n}²"),
+            p,
+            matrix_n,
+            |sch, a, b, n| sync_wait_value(starts_on(sch.clone(), strassen::multiply(a, b, n))),
+            rayon_strassen,
+        ),
         Workload::new("`sync_wait(just(1).then(..))`", || {
             sync_wait(just(black_box(1u64)).then(|x| x + 1)).unwrap().unwrap()
         }),

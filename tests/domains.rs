@@ -39,7 +39,7 @@ macro_rules! counting_domain {
             }
         }
         impl Domain for $name {
-            default_transforms!(then, bulk_chunked, bulk_unchunked, bulk_each, when_all);
+            default_transforms!(then, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
             type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = BulkImpl<S, F>;
             fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
                 self,
@@ -173,7 +173,7 @@ fn a_domain_that_customizes_then_sees_it_through_an_erased_then_of_just() {
     struct ThenDomain;
     static LATE_THENS: AtomicUsize = AtomicUsize::new(0);
     impl Domain for ThenDomain {
-        default_transforms!(bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all);
+        default_transforms!(bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
         type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
         fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
             self,
@@ -207,7 +207,7 @@ fn a_domain_that_customizes_only_bulk_chunked_sees_plain_bulk() {
     static EARLY: AtomicUsize = AtomicUsize::new(0);
     static LATE: AtomicUsize = AtomicUsize::new(0);
     impl Domain for ChunkedDomain {
-        default_transforms!(then, bulk, bulk_unchunked, bulk_each, when_all);
+        default_transforms!(then, bulk, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
         type BulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = BulkChunkedImpl<S, F>;
         fn transform_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>, E: Env>(
             self,

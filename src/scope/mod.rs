@@ -25,8 +25,6 @@ mod token;
 
 pub use crate::job::SpawnedOp;
 pub use counter::ScopeState;
-#[allow(deprecated)]
-pub use counting::SimpleToken;
 pub use counting::{
     CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, ScopeAssociation, SimpleCountingScope,
     SimpleCountingToken,
