@@ -33,6 +33,7 @@
 //! | fib via `fork_join` | the same node as `fork_join(\|\| fib(n - 1), \|\| fib(n - 2))` | `rayon::join` | — |
 //! | fib via `spawn_future` | each node spawns its two children into a `CountingScope` (`starts_on` the pool) and joins their futures with `when_all` | `rayon::join` | — |
 //! | tree via `when_all` | the same for a full binary tree | `rayon::join` | — |
+//! | fib, tree and `n!` by nested `sync_wait` | plain recursive functions that `sync_wait(when_all(..))` their two children, scheduled on the pool, from a worker (`benches/common/nested.rs`); `n!` is rayon-demo's factorial, a product of big integers | `rayon::join` | — |
 //! | 100 trees of 1023 nodes from a worker | chili's benchmark: one `Task` on a worker awaits 100 trees via `when_all` in turn, so each tree forks from a worker that is already running | one `install` running 100 `rayon::join` trees | — |
 //! | 8-ary tree via `when_all_iter` | `AnySender` recursion, a run-time `when_all` of the eight children per node | `par_iter().map(..).sum()` | — |
 //! | `bulk` of 8 items of 2 ms | a small, expensive bulk on the pool | `par_iter().for_each` | — |
@@ -64,6 +65,9 @@ mod work;
 #[path = "../benches/common/spawn_fib.rs"]
 mod spawn_fib;
 use spawn_fib::fib_spawned;
+
+#[path = "../benches/common/nested.rs"]
+mod nested;
 
 #[path = "mergesort.rs"]
 mod mergesort;
@@ -570,6 +574,7 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let bulk_len: usize = mode.pick(1 << 22, 1 << 24);
     let awaits: u64 = mode.pick(100_000, 1_000_000);
     let sort_n: usize = mode.pick(1 << 18, 1 << 20);
+    let factorial_n: u32 = mode.pick(4999, 9999);
     let reduce_n: usize = mode.pick(1 << 20, 1 << 22);
     let matrix_n: usize = mode.pick(256, 512);
     let iters = calibrate(WORK_NS);
@@ -593,6 +598,23 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
             sync_wait(starts_on(sch.clone(), tree_when_all(black_box(depth)))).unwrap().unwrap()
         })
         .rayon(move || p.rayon.install(|| tree_join(black_box(depth), 0))),
+        Workload::new(format!("fib({fib_n}) by nested `sync_wait(when_all(..))`"), move || {
+            sync_wait_value(schedule(sch).then(move |()| nested::nested_fib(black_box(fib_n), sch)))
+        })
+        .rayon(move || p.rayon.install(|| fib_rayon(black_box(fib_n)))),
+        Workload::new(format!("tree 2^{depth} by nested `sync_wait(when_all(..))`"), move || {
+            sync_wait_value(schedule(sch).then(move |()| nested::nested_tree(black_box(depth), sch)))
+        })
+        .rayon(move || p.rayon.install(|| tree_join(black_box(depth), 0))),
+        Workload::new(format!("{factorial_n}! by nested `sync_wait(when_all(..))`"), move || {
+            let f =
+                sync_wait_value(schedule(sch).then(move |()| nested::nested_product(1, black_box(factorial_n), sch)));
+            f.bits() + f.trailing_zeros()
+        })
+        .rayon(move || {
+            let f = p.rayon.install(|| nested::rayon_product(1, black_box(factorial_n)));
+            f.bits() + f.trailing_zeros()
+        }),
         Workload::new(format!("8-ary tree of depth {tree8_depth} via `when_all_iter`"), move || {
             sync_wait(starts_on(sch.clone(), tree8_when_all(black_box(tree8_depth)))).unwrap().unwrap()
         })

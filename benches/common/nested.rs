@@ -1,4 +1,4 @@
-//! Nested fork-join (issue 39): recursive functions that `sync_wait` a `when_all` of
+//! Nested fork-join: recursive functions that `sync_wait` a `when_all` of
 //! their two children on the pool, as a user writes `rayon::join` recursions with
 //! senders; and the big-integer product of rayon-demo's factorial, the same for both
 //! sides. Shared by `benches/pool.rs` and `tests/nested_alloc.rs`, so that the
