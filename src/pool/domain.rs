@@ -12,7 +12,6 @@ use std::ptr::NonNull;
 use super::WorkerThread;
 use super::bulk::{BulkChunkedKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, PoolBulk};
 use crate::adaptors::bulk::{Bulk, BulkChunked, BulkChunkedFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked};
-use crate::adaptors::then::{Then, ThenFn, ThenImpl};
 use crate::adaptors::when_all::{
     ConnectTuple, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
 };
@@ -30,11 +29,7 @@ use crate::sender::Sender;
 pub struct PoolDomain;
 
 impl Domain for PoolDomain {
-    type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
-    const THEN_IS_DEFAULT: bool = true;
-    fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(self, sndr: Then<S, F>, _: Option<&E>) -> ThenImpl<S, F> {
-        sndr.lower()
-    }
+    crate::default_transforms!(except bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all, apply_spawn);
 
     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, BulkKernel<F>>;
     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
