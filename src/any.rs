@@ -17,12 +17,14 @@ use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
-use std::mem::{ManuallyDrop, MaybeUninit};
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::ptr::NonNull;
 
 use crate::env::Env;
 use crate::panic::{Panic, catch};
+pub use crate::ready::ReadyFn;
+use crate::ready::{Lazy, Room, fits_room};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::seal::Seal;
@@ -242,16 +244,6 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 // ---------------------------------------------------------------------------------------
 // A ready value
 
-/// The room an [`AnySender`] has for a ready value of its own, instead of a block: one
-/// word, so that an `AnySender` is two (a tag and the room or the block) and is passed
-/// and returned in registers.
-type Room = MaybeUninit<usize>;
-
-/// Whether a `T` fits the [`Room`], in size and alignment.
-const fn fits_room<T>() -> bool {
-    size_of::<T>() <= size_of::<Room>() && align_of::<T>() <= align_of::<Room>()
-}
-
 /// A `V` kept in one word: built only where `V` fits it ([`Ready::FITS`]).
 struct Ready<V> {
     room: Room,
@@ -285,67 +277,6 @@ impl<V> Drop for Ready<V> {
     fn drop(&mut self) {
         // SAFETY: the room holds a `V` (`new`; `take` forgets `self`).
         unsafe { std::ptr::drop_in_place(self.room.as_mut_ptr().cast::<V>()) }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// A value made by a plain call
-
-/// A value made at once by a plain call from a state of at most one word that needs no
-/// drop: what [`Sender::into_ready_fn`](crate::Sender::into_ready_fn) hands over for
-/// `just(x).then(f)`, so that an [`AnySender`] keeps such a leaf without a heap block.
-/// Only the crate makes one. `'a` is what the state borrows.
-pub struct ReadyFn<'a, V> {
-    lazy: Lazy<V>,
-    _borrow: PhantomData<&'a ()>,
-}
-
-impl<'a, V> ReadyFn<'a, V> {
-    /// Whether a state of type `C` may be kept: it fits the word and needs no drop.
-    pub(crate) const fn fits<C>() -> bool {
-        fits_room::<C>() && !std::mem::needs_drop::<C>()
-    }
-
-    /// Keeps `state`, made into the value when called. The caller checks first that it
-    /// [fits](Self::fits) (before taking the state out of its sender).
-    pub(crate) fn new<C: ReadyCall<Output = V> + 'a>(state: C) -> Self {
-        assert!(Self::fits::<C>(), "AnySender: a plain call whose state does not fit");
-        let mut room = Room::uninit();
-        // SAFETY: the room has the size and alignment for a `C` (asserted).
-        unsafe { room.as_mut_ptr().cast::<C>().write(state) };
-        ReadyFn { lazy: Lazy { call: call_ready::<C>, room }, _borrow: PhantomData }
-    }
-}
-
-/// The state of a [`ReadyFn`]: what makes the value from it.
-pub(crate) trait ReadyCall {
-    /// The value.
-    type Output;
-    /// Makes it.
-    fn call(self) -> Self::Output;
-}
-
-/// # Safety
-///
-/// The room holds a `C` (`ReadyFn::new`), not read before.
-unsafe fn call_ready<C: ReadyCall>(room: Room) -> C::Output {
-    // SAFETY: the caller's contract.
-    unsafe { room.as_ptr().cast::<C>().read() }.call()
-}
-
-/// The lifetime-free part of a [`ReadyFn`], as an [`AnySender`] keeps it (the
-/// `AnySender`'s own lifetime bounds the state's borrows).
-struct Lazy<V> {
-    call: unsafe fn(Room) -> V,
-    room: Room,
-}
-
-impl<V> Lazy<V> {
-    /// Makes the value.
-    fn call(self) -> V {
-        // SAFETY: `call` was made for the state in the room (`ReadyFn::new`), which is
-        // read once: `self` is consumed.
-        unsafe { (self.call)(self.room) }
     }
 }
 

@@ -87,6 +87,7 @@
 //! | `src/stop/` | in-place stop tokens, callbacks, merged sources, and the forwarder of stop requests |
 //! | `src/env.rs` | environments and queries |
 //! | `src/sender.rs`, `src/receiver.rs`, `src/scheduler.rs` | the core traits ([`Sender`], [`Receiver`], [`OperationState`], [`Scheduler`], [`Awaitable`]) and the `sender!` macro that declares the crate's senders |
+//! | `src/ready.rs` | `ReadyFn`: a value made by a plain call from one word of state, which an `AnySender` keeps without a heap block |
 //! | `src/domain.rs` | domains: the customization hooks and early and late dispatch (P2999) |
 //! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
 //! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env`, `defer` |
@@ -125,6 +126,7 @@ mod outcome;
 mod panic;
 pub mod pool;
 pub mod prelude;
+mod ready;
 mod receiver;
 mod scheduler;
 pub mod schedulers;
