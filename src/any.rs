@@ -642,7 +642,7 @@ where
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::SenderExt;
+    use crate::adaptors::then::then;
     use crate::factories::just;
 
     fn kind<V>(s: &AnySender<'_, V>) -> *const () {
@@ -653,16 +653,17 @@ mod tests {
     /// state fits a word and needs no drop, and a block for everything else.
     #[test]
     fn then_of_a_just_is_kept_as_a_plain_call_only_when_its_state_fits_and_needs_no_drop() {
-        assert_eq!(kind(&just(7u64).boxed()), READY);
+        assert_eq!(kind(&AnySender::new(just(7u64))), READY);
         let one_word = 5u32;
-        let lazy = just(2u32).then(move |x| x + one_word).boxed();
+        let lazy = AnySender::new(then(just(2u32), move |x| x + one_word));
         assert!(![BLOCK, READY, TAKEN].contains(&kind(&lazy)), "a plain call, no block");
         assert_eq!(crate::sync_wait(lazy).unwrap(), Some(7));
         let (a, b) = (1u64, 2u64);
-        assert_eq!(kind(&just(()).then(move |()| a + b).boxed()), BLOCK, "two words of state");
+        assert_eq!(kind(&AnySender::new(then(just(()), move |()| a + b))), BLOCK, "two words of state");
         let owned = String::from("drop me");
-        assert_eq!(kind(&just(()).then(move |()| owned.len()).boxed()), BLOCK, "a state with a drop");
-        assert_eq!(kind(&just(()).then(|()| 1).then(|x| x + 1).boxed()), BLOCK, "`then` of a `then`");
+        assert_eq!(kind(&AnySender::new(then(just(()), move |()| owned.len()))), BLOCK, "a state with a drop");
+        let then_of_then = then(then(just(()), |()| 1), |x| x + 1);
+        assert_eq!(kind(&AnySender::new(then_of_then)), BLOCK, "`then` of a `then`");
         assert_eq!(size_of::<AnySender<'_, u64>>(), 2 * size_of::<usize>(), "two words, in registers");
     }
 }
