@@ -83,6 +83,7 @@
 //! | `src/job.rs` | `JobRef` and [`SpawnedOp`](crate::scope::SpawnedOp): the one type-erased "run this, once" |
 //! | `src/panic.rs` | [`Panic`], catching user panics, the abort guard of code that must not unwind |
 //! | `src/block.rs` | heap blocks recycled per thread, for everything allocated while work runs |
+//! | `src/blocking.rs` | what a thread does before it blocks (a pool worker hands out its latent forks) |
 //! | `src/inplace.rs` | `InPlace`: an optional value built where it lives |
 //! | `src/stop/` | in-place stop tokens, callbacks, merged sources, and the forwarder of stop requests |
 //! | `src/env.rs` | environments and queries |
@@ -114,6 +115,7 @@
 pub mod adaptors;
 pub mod any;
 mod block;
+mod blocking;
 pub mod bridge;
 pub mod consumers;
 pub mod domain;

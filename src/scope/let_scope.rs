@@ -41,15 +41,15 @@ use crate::job::JobRef;
 use crate::outcome::Outcome;
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
-use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
+use crate::scheduler::{HopTo, MaybeScheduler};
 use crate::sender::{OperationState, Sender, SenderTo, sender};
 use crate::stop::{ForwardStop, ForwardTarget, RawStopCallback, StopToken};
 use crate::sync::{self, AtomicBool, Ordering};
 
 use super::core::ScopeCore;
 use super::counter::{Home, JoinStart};
-use super::shard_index;
 use super::token::{Association, ScopeLifetime, ScopeToken};
+use crate::pool::shard_index;
 
 /// Makes a type invariant in `'a`.
 type Invariant<'a> = fn(&'a ()) -> &'a ();
@@ -394,41 +394,6 @@ impl<Sch: MaybeScheduler, E> Env for LetAssociation<'_, Sch, E> {
     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
         // SAFETY: the outer environment outlives every association (see `props`).
         unsafe { (*self.shared().props).prop(key) }
-    }
-}
-
-/// Completes the scope's operation on the outer scheduler, or inline without one.
-pub trait HopTo<R>: MaybeScheduler {
-    /// The operation of the hop.
-    type Op: OperationState;
-    /// `connect(schedule(self), rcvr)`, or `None` to complete inline.
-    fn hop(&self, rcvr: R) -> Option<Self::Op>;
-}
-
-impl<R> HopTo<R> for NoScheduler {
-    type Op = NoHop;
-    fn hop(&self, _rcvr: R) -> Option<NoHop> {
-        None
-    }
-}
-
-impl<Sch: Scheduler, R: Receiver<(), Infallible>> HopTo<R> for Sch
-where
-    Sch::Sender: SenderTo<R>,
-{
-    type Op = <Sch::Sender as SenderTo<R>>::Operation;
-    fn hop(&self, rcvr: R) -> Option<Self::Op> {
-        Some(self.schedule().connect(rcvr))
-    }
-}
-
-/// The hop of an environment without a scheduler: there is none.
-#[derive(Debug)]
-pub enum NoHop {}
-
-impl OperationState for NoHop {
-    unsafe fn start(self: Pin<&mut Self>) {
-        match *self {}
     }
 }
 

@@ -11,7 +11,6 @@
 //! | `let_scope.rs` | [`let_async_scope`] |
 //! | `counter.rs` | the sharded counter, its state machine and the join's wait |
 //! | `core.rs` | a scope's counter, stop source and first panic, in type-stable memory |
-//! | `shard_index.rs` | each pool worker's index in every scope's shards |
 
 mod core;
 pub(crate) mod counter;
@@ -19,11 +18,11 @@ mod counting;
 pub(crate) mod future;
 mod let_scope;
 mod nest;
-pub(crate) mod shard_index;
 pub(crate) mod spawn;
 mod token;
 
 pub use crate::job::SpawnedOp;
+pub use crate::scheduler::{HopTo, NoHop};
 pub use counter::ScopeState;
 #[allow(deprecated)]
 pub use counting::SimpleToken;
@@ -33,8 +32,8 @@ pub use counting::{
 };
 pub use future::{Detached, FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
-    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
-    NoHop, let_async_scope,
+    IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
+    let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
 pub use spawn::{SpawnReceiver, Spawnable, spawn};
