@@ -1,9 +1,9 @@
 //! [`BlockSlice`] and [`BlockVec`]: a run-time number of values side by side in one
-//! recycled block (`block/mod.rs`), which never moves.
+//! recycled block (`recycler.rs`), which never moves.
 
 use std::ptr::NonNull;
 
-use super::{free_array, uninit_array};
+use super::recycler::{free_array, uninit_array};
 
 /// `len` values side by side in one recycled heap block (`crate::block`), which never
 /// moves: the value cells and the operation states of a run-time number of children.

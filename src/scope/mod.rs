@@ -8,7 +8,7 @@
 //! | `future.rs` | [`spawn_future`], and the two-sided block it shares with `into_awaitable` |
 //! | `nest.rs` | [`nest`] |
 //! | `counting.rs` | [`SimpleCountingScope`], [`CountingScope`], their tokens and join |
-//! | `let_scope.rs` | [`let_async_scope`] |
+//! | `let_scope/` | [`let_async_scope`]: the operation (`mod.rs`); the scope's shared part, its token and association (`association.rs`); the final completion, the hop and the returned sender's receiver (`completion.rs`) |
 //! | `counter.rs` | the sharded counter, its state machine and the join's wait |
 //! | `core.rs` | a scope's counter, stop source and first panic, in type-stable memory |
 
