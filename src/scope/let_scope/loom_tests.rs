@@ -10,7 +10,11 @@
 //! next. The core's first panic sits behind a `parking_lot` mutex, which loom does not
 //! see (it is never held across a loom operation, so it cannot deadlock a model).
 use super::*;
+use crate::env::EmptyEnv;
+use crate::scheduler::NoScheduler;
+use crate::scope::token::Association;
 use crate::stop::{InplaceStopSource, Invoke};
+use crate::sync::Ordering;
 use crate::sync::thread;
 use loom::sync::atomic::AtomicUsize as Count;
 
