@@ -102,7 +102,7 @@ impl<E: Env> Props for E {
     }
 }
 
-/// The token of a [`let_async_scope`]: pass it to [`spawn`](crate::spawn()),
+/// The token of a [`let_async_scope`](super::let_async_scope): pass it to [`spawn`](crate::spawn()),
 /// [`spawn_future`](crate::spawn_future) and [`nest`](crate::nest).
 ///
 /// `'s` is the scope's lifetime: work started through the token may borrow anything
