@@ -1,10 +1,11 @@
 //! The comparison report: every workload of `benches/` run against rayon (and tokio
 //! where it has a counterpart) in one process, with the same number of workers
-//! ([`THREADS`]) on every side.
+//! ([`THREADS`] by default, `--threads N` to choose) on every side.
 //!
 //! ```text
 //! cargo run --release --example report            # --quick, the default: well under a minute
 //! cargo run --release --example report -- --full  # the benches' sizes: about 100 s
+//! cargo run --release --example report -- --threads 8  # 8 workers on every side
 //! ```
 //!
 //! Each workload is timed in interleaved rounds: every round times one batch of each
@@ -44,6 +45,9 @@
 //! | schedule fan-out | [`SCHED_N`] `spawn`s of `schedule` in a `let_async_scope` on a worker | `rayon::scope` + `s.spawn` | `tokio::spawn`s from a task, awaited |
 //! | round trip main → worker → main | `sync_wait(schedule(&sch))` | `pool.install(\|\| ())` | `block_on` of a `spawn`ed empty task |
 //! | `bulk_each`, memory bound / compute bound | `starts_on(sch, just(v).bulk_each(..))` | `par_iter_mut().for_each` | — |
+//! | sum of `u64`s | `bulk_reduce` (a fold per chunk, then the combines) | `par_iter().fold(..).reduce(..)` | — |
+//! | scale the rows of a matrix | `bulk_chunks_mut` | `par_chunks_mut(..).enumerate().for_each(..)` | — |
+//! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
@@ -61,6 +65,19 @@ mod work;
 mod spawn_fib;
 use spawn_fib::fib_spawned;
 
+#[path = "mergesort.rs"]
+mod mergesort;
+
+#[path = "matmul.rs"]
+mod matmul;
+
+#[path = "strassen.rs"]
+mod strassen;
+
+#[path = "../benches/common/lend_rayon.rs"]
+mod lend_rayon;
+use lend_rayon::{rayon_mul_add, rayon_sort, rayon_strassen};
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -73,11 +90,12 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use rayon::prelude::*;
 use senders::{
     AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, when_all, when_all_iter,
+    Task, fork_join, just, schedule, spawn, starts_on, sync_wait, sync_wait_value, when_all, when_all_iter,
 };
 use work::{calibrate, spin};
 
-/// Workers of our pool, of rayon's and of tokio's runtime.
+/// Workers of our pool, of rayon's and of tokio's runtime, unless `--threads` says
+/// otherwise.
 const THREADS: usize = 2;
 /// Hops of the schedule chain and jobs of the schedule fan-out.
 const SCHED_N: usize = 10_000;
@@ -104,23 +122,41 @@ enum Mode {
     Full,
 }
 
-impl Mode {
-    /// Reads `--quick` / `--full` from the command line; anything else is an error.
-    fn from_args() -> Mode {
-        let mut mode = Mode::Quick;
-        for arg in std::env::args().skip(1) {
+/// What the command line asks for.
+struct Options {
+    mode: Mode,
+    /// Workers on every side (at least 1).
+    threads: usize,
+}
+
+impl Options {
+    /// Reads `--quick` / `--full` and `--threads N` from the command line; anything else
+    /// is an error.
+    fn from_args() -> Options {
+        let usage = |why: String| -> ! {
+            eprintln!("{why}; usage: report [--quick | --full] [--threads N]");
+            std::process::exit(2);
+        };
+        let mut options = Options { mode: Mode::Quick, threads: THREADS };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
             match arg.as_str() {
-                "--quick" => mode = Mode::Quick,
-                "--full" => mode = Mode::Full,
-                other => {
-                    eprintln!("unknown option {other:?}; usage: report [--quick | --full]");
-                    std::process::exit(2);
+                "--quick" => options.mode = Mode::Quick,
+                "--full" => options.mode = Mode::Full,
+                "--threads" => {
+                    options.threads = match args.next().map(|n| n.parse::<usize>()) {
+                        Some(Ok(n)) if n > 0 => n,
+                        _ => usage("--threads takes a number of workers, at least 1".to_string()),
+                    }
                 }
+                other => usage(format!("unknown option {other:?}")),
             }
         }
-        mode
+        options
     }
+}
 
+impl Mode {
     /// The option's name, without the dashes.
     fn name(self) -> &'static str {
         match self {
@@ -367,13 +403,13 @@ struct Pools {
 }
 
 impl Pools {
-    /// [`THREADS`] workers each; our pool lives as long as the process.
-    fn new() -> Pools {
-        let pool: &'static StaticThreadPool = Box::leak(Box::new(StaticThreadPool::new(THREADS).expect("our pool")));
+    /// `threads` workers each; our pool lives as long as the process.
+    fn new(threads: usize) -> Pools {
+        let pool: &'static StaticThreadPool = Box::leak(Box::new(StaticThreadPool::new(threads).expect("our pool")));
         Pools {
             sch: Box::leak(Box::new(pool.scheduler())),
-            rayon: rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("rayon pool"),
-            tokio: tokio::runtime::Builder::new_multi_thread().worker_threads(THREADS).build().expect("tokio runtime"),
+            rayon: rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool"),
+            tokio: tokio::runtime::Builder::new_multi_thread().worker_threads(threads).build().expect("tokio runtime"),
         }
     }
 }
@@ -439,6 +475,88 @@ fn bulk<'a>(name: &str, p: &'a Pools, len: usize, kernel: fn(&mut f64)) -> Workl
     })
 }
 
+/// `bulk_reduce` summing `n` numbers, against rayon's `fold` + `reduce`.
+fn reduce_sum(p: &Pools, n: usize) -> Workload<'_> {
+    let (ours, theirs) = ((0..n as u64).collect::<Vec<u64>>(), (0..n as u64).collect::<Vec<u64>>());
+    Workload::new(format!("sum of {} Mi `u64` (`bulk_reduce`), rayon: `fold` + `reduce`", n >> 20), move || {
+        let data = &ours[..];
+        let sum = schedule(p.sch).then(move |()| data).bulk_reduce(
+            data.len(),
+            || 0,
+            |acc, b, e, v: &&[u64]| acc + v[b..e].iter().sum::<u64>(),
+            |a, b| a + b,
+        );
+        sync_wait_value(sum)
+    })
+    .rayon(move || p.rayon.install(|| theirs.par_iter().fold(|| 0, |a, &x| a + x).reduce(|| 0, |a, b| a + b)))
+}
+
+/// `bulk_chunks_mut` scaling each row of an `n` × 1024 matrix, against
+/// `par_chunks_mut`; each side keeps its own matrix.
+fn scale_rows(p: &Pools, n: usize) -> Workload<'_> {
+    const SIDE: usize = 1024;
+    let factor = |r: usize| 1.0 + (r % 7) as f64 * 1e-3;
+    let checksum = |m: &[f64]| m.iter().step_by(4093).map(|x| x.to_bits() >> 32).fold(0, u64::wrapping_add);
+    let (mut ours, mut theirs) = (vec![1.0f64; n], vec![1.0f64; n]);
+    Workload::new(
+        format!("scale the rows of {} Mi f64 (`bulk_chunks_mut`), rayon: `par_chunks_mut`", n >> 20),
+        move || {
+            let m = &mut ours[..];
+            let scaled = schedule(p.sch).then(move |()| m).bulk_chunks_mut(SIDE, move |r, row: &mut [f64]| {
+                let k = factor(r);
+                row.iter_mut().for_each(|x| *x *= k);
+            });
+            checksum(sync_wait_value(scaled))
+        },
+    )
+    .rayon(move || {
+        p.rayon.install(|| {
+            theirs.par_chunks_mut(SIDE).enumerate().for_each(|(r, row)| {
+                let k = factor(r);
+                row.iter_mut().for_each(|x| *x *= k);
+            })
+        });
+        checksum(&theirs)
+    })
+}
+
+/// Mergesort of `n` numbers, `let_value_ref` lending the halves to the children
+/// (`examples/mergesort.rs`), against the same program with `rayon::join`. Each side
+/// sorts a fresh copy of one input with a scratch buffer of its own.
+fn sort(p: &Pools, n: usize) -> Workload<'_> {
+    let unsorted = mergesort::input(n);
+    let checksum =
+        |v: &[u32]| v.iter().step_by(997).enumerate().map(|(i, &x)| i as u64 * u64::from(x)).fold(0, u64::wrapping_add);
+    let (ours_in, theirs_in) = (unsorted.clone(), unsorted);
+    let (mut ours, mut ours_buf, mut theirs, mut theirs_buf) = (Vec::new(), vec![0; n], Vec::new(), vec![0; n]);
+    Workload::new(format!("mergesort of {} Ki `u32`", n >> 10), move || {
+        ours.clone_from(&ours_in);
+        sync_wait_value(starts_on(p.sch.clone(), mergesort::sort(&mut ours, &mut ours_buf)));
+        checksum(&ours)
+    })
+    .rayon(move || {
+        theirs.clone_from(&theirs_in);
+        p.rayon.install(|| rayon_sort(&mut theirs, &mut theirs_buf));
+        checksum(&theirs)
+    })
+}
+
+/// A product of two `n` × `n` matrices (z-order), `ours` on our pool against `theirs`
+/// inside rayon's.
+fn matrix_product<'a>(
+    name: String,
+    p: &'a Pools,
+    n: usize,
+    ours: impl Fn(&PoolScheduler, &[f32], &[f32], usize) -> Vec<f32> + 'a,
+    theirs: impl Fn(&[f32], &[f32], usize) -> Vec<f32> + Send + Sync + 'a,
+) -> Workload<'a> {
+    let (a, b) = (matmul::input(n, 1), matmul::input(n, 2));
+    let (ra, rb) = (a.clone(), b.clone());
+    let checksum = |m: &[f32]| m.iter().step_by(61).map(|x| u64::from(x.to_bits())).fold(0, u64::wrapping_add);
+    Workload::new(name, move || checksum(&ours(p.sch, &a, &b, n)))
+        .rayon(move || checksum(&p.rayon.install(|| theirs(&ra, &rb, n))))
+}
+
 /// Every workload of the report, sized for `mode`.
 fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let sch = p.sch;
@@ -451,6 +569,9 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     let flat_n: usize = mode.pick(1 << 18, 1 << 20);
     let bulk_len: usize = mode.pick(1 << 22, 1 << 24);
     let awaits: u64 = mode.pick(100_000, 1_000_000);
+    let sort_n: usize = mode.pick(1 << 18, 1 << 20);
+    let reduce_n: usize = mode.pick(1 << 20, 1 << 22);
+    let matrix_n: usize = mode.pick(256, 512);
     let iters = calibrate(WORK_NS);
     let let_nodes = Box::leak(Box::new(Counter::new()));
     let rayon_nodes = Box::leak(Box::new(Counter::new()));
@@ -606,6 +727,31 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
         .tokio(move || p.tokio.block_on(p.tokio.spawn(async { 1 })).expect("empty task")),
         bulk("`bulk_each` x += 1", p, bulk_len, add_one),
         bulk("`bulk_each` x = sin(√x) + 1", p, bulk_len, sin_sqrt),
+        reduce_sum(p, reduce_n),
+        scale_rows(p, reduce_n),
+        sort(p, sort_n),
+        matrix_product(
+            format!("matmul z-order {matrix_n}²"),
+            p,
+            matrix_n,
+            |sch, a, b, n| {
+                let mut dest = vec![0.0f32; n * n];
+                sync_wait_value(starts_on(sch.clone(), matmul::mul_add(a, b, &mut dest, n)));
+                dest
+            },
+            |a, b, n| {
+                let mut dest = vec![0.0f32; n * n];
+                rayon_mul_add(a, b, &mut dest, n);
+                dest
+            },
+        ),
+        matrix_product(
+            format!("Strassen {matrix_n}²"),
+            p,
+            matrix_n,
+            |sch, a, b, n| sync_wait_value(starts_on(sch.clone(), strassen::multiply(a, b, n))),
+            rayon_strassen,
+        ),
         Workload::new("`sync_wait(just(1).then(..))`", || {
             sync_wait(just(black_box(1u64)).then(|x| x + 1)).unwrap().unwrap()
         }),
@@ -717,11 +863,12 @@ fn today() -> String {
 }
 
 /// The markdown report: a line on the run, then the table.
-fn markdown(rows: &[Row], mode: Mode) -> String {
+fn markdown(rows: &[Row], mode: Mode, threads: usize) -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let threads_arg = if threads == THREADS { String::new() } else { format!(" --threads {threads}") };
     let mut md = format!(
-        "Run {} with `cargo run --release --example report -- --{}`: {THREADS} workers on every side, \
-         {cores} cores seen, {} interleaved rounds per workload, medians per call.\n\n",
+        "Run {} with `cargo run --release --example report -- --{}{threads_arg}`: {threads} workers on every \
+         side, {cores} cores seen, {} interleaved rounds per workload, medians per call.\n\n",
         today(),
         mode.name(),
         mode.rounds(),
@@ -859,8 +1006,8 @@ fn write_outputs(dir: &Path, md: &str, rows: &[Row]) -> Result<(), String> {
 
 /// Runs every workload with a progress bar, prints the table and writes the report.
 fn main() {
-    let mode = Mode::from_args();
-    let pools = Pools::new();
+    let Options { mode, threads } = Options::from_args();
+    let pools = Pools::new(threads);
     let mut work = workloads(&pools, mode);
     let bar = ProgressBar::new(work.len() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("progress template"));
@@ -875,7 +1022,7 @@ fn main() {
         .collect();
     bar.finish_and_clear();
 
-    let md = markdown(&rows, mode);
+    let md = markdown(&rows, mode, threads);
     println!("{md}");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/report");
     match write_outputs(&dir, &md, &rows) {

@@ -12,6 +12,55 @@
 //! a pointer to the real receiver and a table of its completion and environment functions.
 //!
 //! What survives erasure is tabled on [`AnySender`].
+//!
+//! **The erased receiver** is two words, a pointer to the outer operation and a pointer
+//! to the table (one constant per receiver type), so it travels in registers through
+//! the connects and completions it crosses (the table inline, eight words, would be
+//! copied through memory at every one). The block is freed as soon as the inner
+//! operation completes, before the real receiver is called (the inner operation no
+//! longer touches itself): otherwise a recursion would keep every finished subtree's
+//! operations alive until the root completed.
+//!
+//! **Ready values.** `Sender::into_ready_value` (a provided method that returns the
+//! sender unchanged; `Just` returns its value) lets `AnySender::new` keep the value of
+//! a `just(v).boxed()` leaf in the `AnySender` itself when it fits one word (size and
+//! alignment), and its operation completes the real receiver with it when started, as
+//! `just`'s would (`just` observes neither stop token nor environment, so nothing is
+//! lost). A larger value takes a block, so an `AnySender` stays small in collections.
+//!
+//! **Leaves that compute.** A leaf `just(x).then(f).boxed()` is kept without a block,
+//! too, when `x` and what `f` captures fit one word together and need no drop: as a
+//! `ReadyFn`, a function pointer that makes the value from the state in the room. Three
+//! things make that exact:
+//!
+//! - *The domain.* `then` is customizable late, by the domain found at `connect`, which
+//!   for an `AnySender` is the erased environment's (`Sch`'s, or the pool's). Only a
+//!   domain whose `Domain::THEN_IS_DEFAULT` is true (`default_transforms!(then)` and
+//!   the pool's domain say so) has the `then` run as a plain call. `tests/domains.rs`
+//!   checks that a domain customizing `then` still sees an erased `just(2).then(..)` at
+//!   connect.
+//! - *`Send`.* The hooks, `Sender::into_ready_fn` and `Sender::into_held_value`, take a
+//!   token that no type outside the crate can name, so only `Then` and `Just` answer
+//!   them: the state is the function and the value the `just` held, parts of a sender
+//!   that `AnySender::new` requires to be `Send`. (`into_ready_value`, public, is
+//!   answered by user senders too.)
+//! - *The semantics.* The function runs when the operation starts, on the starting
+//!   thread, once, never if the sender is dropped unstarted; a panic completes with
+//!   `set_panic`; a stop request does not stop it, as it does not stop `then` of a
+//!   `just` (`tests/any_sender.rs`).
+//!
+//! **Two words.** An `AnySender`'s first word says what the second holds (a block's
+//! pointer, a ready value, nothing, or else it is the `ReadyFn`'s function, whose
+//! address is never one of the three small tags), so it is passed and returned in
+//! registers; an enum of the three kinds would take three words, passed through memory.
+//! The `ReadyFn`'s start is out of line, so that the starts of blocks and ready values
+//! keep their small frame.
+//!
+//! **Where it may sit.** The receivers an erased sender may be connected to are `Send +
+//! Sync` with a `Sync` environment. The internal receivers that point into their
+//! operation (`ContinuesOnReceiver`, `StartsOnHopReceiver`, `PoolBulkReceiver`, ...)
+//! are `Sync` because a shared reference reaches only the environment, the final
+//! receiver's; completing takes the receiver by value.
 
 use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;

@@ -11,6 +11,8 @@
 //! | [`Domain::transform_bulk_chunked`] | [`bulk_chunked`](crate::SenderExt::bulk_chunked) | `transform_sender` |
 //! | [`Domain::transform_bulk_unchunked`] | [`bulk_unchunked`](crate::SenderExt::bulk_unchunked) | `transform_sender` |
 //! | [`Domain::transform_bulk_each`] | [`bulk_each`](crate::SenderExt::bulk_each) | `transform_sender` |
+//! | [`Domain::transform_bulk_chunks_mut`] | [`bulk_chunks_mut`](crate::SenderExt::bulk_chunks_mut) | `transform_sender` |
+//! | [`Domain::transform_bulk_reduce`] | [`bulk_reduce`](crate::SenderExt::bulk_reduce), [`bulk_map_reduce`](crate::SenderExt::bulk_map_reduce) | `transform_sender` |
 //! | [`Domain::transform_when_all`] | [`when_all`](crate::when_all) | `transform_sender` |
 //! | [`Domain::apply_spawn`] | [`spawn`](crate::spawn()), [`spawn_future`](crate::spawn_future) | `apply_sender` |
 //! | [`Domain::apply_sync_wait`] | [`sync_wait`](crate::sync_wait) | `apply_sender` |
@@ -23,11 +25,13 @@
 //!
 //! Transformation terminates by construction: a hook's result is connected directly,
 //! never transformed again. [`DefaultDomain`]'s hooks lower to the default
-//! implementations (`ThenImpl`, …), which are not customizable. The one chain is the
-//! default `transform_bulk` ([`default_transforms!`](crate::default_transforms)):
-//! P3481 defines `bulk` through `bulk_chunked`, so it lowers `bulk` to `bulk_chunked`
-//! and returns the domain's own `transform_bulk_chunked` of that, whose result is
-//! final. A domain that customizes only `bulk_chunked` thus runs plain `bulk` too. A domain whose hook
+//! implementations (`ThenImpl`, …), which are not customizable. The chains are the
+//! default `transform_bulk` and `transform_bulk_reduce`
+//! ([`default_transforms!`](crate::default_transforms)): P3481 defines `bulk` through
+//! `bulk_chunked`, so it lowers `bulk` to `bulk_chunked` and returns the domain's own
+//! `transform_bulk_chunked` of that, whose result is final; a reduction is lowered onto
+//! the domain's own `bulk_chunked` the same way ([`BulkReduce::lower_onto`]). A domain
+//! that customizes only `bulk_chunked` thus runs plain `bulk` and reductions too. A domain whose hook
 //! returned the untransformed sender itself would make the types cyclic, which is a
 //! compile error rather than an endless loop.
 //!
@@ -45,7 +49,10 @@
 //! 4. `(@hook foo) => {};` and `(@unless foo [foo $($rest:ident)*]) => {};`.
 //! 5. A row in the table above; a domain that customizes `foo` in `tests/domains.rs`.
 
-use crate::adaptors::bulk::{Bulk, BulkChunked, BulkChunkedFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked};
+use crate::adaptors::bulk::{
+    Bulk, BulkChunked, BulkChunkedFn, BulkChunksMut, BulkChunksMutFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked,
+};
+use crate::adaptors::reduce::{BulkReduce, ReduceFns};
 use crate::adaptors::then::{Then, ThenFn};
 use crate::adaptors::when_all::{SenderTuple, WhenAll};
 use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
@@ -152,6 +159,36 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     where
         S::Value: AsMut<[T]>;
 
+    // The bulk algorithms beyond P3481: rayon's `par_chunks_mut` and reductions.
+
+    /// The sender `transform_bulk_chunks_mut` produces.
+    type BulkChunksMut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>: Sender<Value = S::Value, Error = S::Error>
+    where
+        S::Value: AsMut<[T]>;
+    /// Transforms a `bulk_chunks_mut` sender; `env` is `None` for early, `Some` for late.
+    /// [`default_transforms!`](crate::default_transforms)`(bulk_chunks_mut)` visits the
+    /// chunks in order ([`BulkChunksMutImpl`](crate::adaptors::BulkChunksMutImpl)).
+    fn transform_bulk_chunks_mut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>, E: Env>(
+        self,
+        sndr: BulkChunksMut<S, T, F>,
+        env: Option<&E>,
+    ) -> Self::BulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+
+    /// The sender `transform_bulk_reduce` produces.
+    type BulkReduce<S: Sender, R: ReduceFns<S::Value>>: Sender<Value = R::Acc, Error = S::Error>;
+    /// Transforms a reduction (`bulk_reduce`, `bulk_map_reduce`); `env` is `None` for
+    /// early, `Some` for late. [`default_transforms!`](crate::default_transforms)`(bulk_reduce)`
+    /// lowers it onto this domain's own
+    /// [`transform_bulk_chunked`](Self::transform_bulk_chunked)
+    /// ([`BulkReduce::lower_onto`]).
+    fn transform_bulk_reduce<S: Sender, R: ReduceFns<S::Value>, E: Env>(
+        self,
+        sndr: BulkReduce<S, R>,
+        env: Option<&E>,
+    ) -> Self::BulkReduce<S, R>;
+
     /// The sender `transform_when_all` produces.
     type WhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
     /// Transforms a `when_all` sender; `env` is `None` for early, `Some` for late.
@@ -179,7 +216,7 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
 /// which the impl writes itself; `default_transforms!(all)` writes every default. A hook
 /// the crate adds later gets its default in both forms, so a domain written this way
 /// keeps compiling. The names are the algorithms' (`then`, `bulk`, `bulk_chunked`,
-/// `bulk_unchunked`, `bulk_each`, `when_all`); `apply_spawn` and `apply_sync_wait` are
+/// `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, `bulk_reduce`, `when_all`); `apply_spawn` and `apply_sync_wait` are
 /// provided methods and may be named too. A name that is no hook does not compile.
 ///
 /// ```
@@ -220,7 +257,7 @@ macro_rules! default_transforms {
     (except $($custom:ident),* $(,)?) => {
         $( $crate::default_transforms!(@hook $custom); )*
         $crate::default_transforms!(@each [$($custom)*] [
-            then bulk bulk_chunked bulk_unchunked bulk_each when_all
+            then bulk bulk_chunked bulk_unchunked bulk_each bulk_chunks_mut bulk_reduce when_all
         ]);
     };
     (all) => { $crate::default_transforms!(except); };
@@ -231,6 +268,8 @@ macro_rules! default_transforms {
     (@hook bulk_chunked) => {};
     (@hook bulk_unchunked) => {};
     (@hook bulk_each) => {};
+    (@hook bulk_chunks_mut) => {};
+    (@hook bulk_reduce) => {};
     (@hook when_all) => {};
     (@hook apply_spawn) => {};
     (@hook apply_sync_wait) => {};
@@ -244,6 +283,8 @@ macro_rules! default_transforms {
     (@unless bulk_chunked [bulk_chunked $($rest:ident)*]) => {};
     (@unless bulk_unchunked [bulk_unchunked $($rest:ident)*]) => {};
     (@unless bulk_each [bulk_each $($rest:ident)*]) => {};
+    (@unless bulk_chunks_mut [bulk_chunks_mut $($rest:ident)*]) => {};
+    (@unless bulk_reduce [bulk_reduce $($rest:ident)*]) => {};
     (@unless when_all [when_all $($rest:ident)*]) => {};
     (@unless $hook:ident [$other:ident $($rest:ident)*]) => { $crate::default_transforms!(@unless $hook [$($rest)*]); };
     (@unless $hook:ident []) => { $crate::default_transforms!(@one $hook); };
@@ -304,6 +345,33 @@ macro_rules! default_transforms {
             S::Value: ::core::convert::AsMut<[T]>,
         {
             sndr.lower()
+        }
+    };
+    (@one bulk_chunks_mut) => {
+        type BulkChunksMut<S: $crate::Sender, T, F: $crate::adaptors::BulkChunksMutFn<T, S::Error>> =
+            $crate::adaptors::BulkChunksMutImpl<S, T, F>
+        where
+            S::Value: ::core::convert::AsMut<[T]>;
+        fn transform_bulk_chunks_mut<S: $crate::Sender, T, F: $crate::adaptors::BulkChunksMutFn<T, S::Error>, E: $crate::Env>(
+            self,
+            sndr: $crate::adaptors::BulkChunksMut<S, T, F>,
+            _env: ::core::option::Option<&E>,
+        ) -> $crate::adaptors::BulkChunksMutImpl<S, T, F>
+        where
+            S::Value: ::core::convert::AsMut<[T]>,
+        {
+            sndr.lower()
+        }
+    };
+    (@one bulk_reduce) => {
+        type BulkReduce<S: $crate::Sender, R: $crate::adaptors::ReduceFns<S::Value>> =
+            $crate::adaptors::ReduceOnChunked<Self, S, R>;
+        fn transform_bulk_reduce<S: $crate::Sender, R: $crate::adaptors::ReduceFns<S::Value>, E: $crate::Env>(
+            self,
+            sndr: $crate::adaptors::BulkReduce<S, R>,
+            env: ::core::option::Option<&E>,
+        ) -> $crate::adaptors::ReduceOnChunked<Self, S, R> {
+            sndr.lower_onto(self, env)
         }
     };
     (@one when_all) => {
@@ -375,6 +443,22 @@ pub trait MaybeDomain: Copy + Default + Send + Sync + 'static {
     where
         S::Value: AsMut<[T]>;
 
+    /// The sender an early-customized `bulk_chunks_mut` becomes.
+    type EarlyBulkChunksMut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>: Sender<Value = S::Value, Error = S::Error>
+    where
+        S::Value: AsMut<[T]>;
+    /// Early customization of `bulk_chunks_mut`.
+    fn early_bulk_chunks_mut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>(
+        sndr: BulkChunksMut<S, T, F>,
+    ) -> Self::EarlyBulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+
+    /// The sender an early-customized reduction becomes.
+    type EarlyBulkReduce<S: Sender, R: ReduceFns<S::Value>>: Sender<Value = R::Acc, Error = S::Error>;
+    /// Early customization of a reduction.
+    fn early_bulk_reduce<S: Sender, R: ReduceFns<S::Value>>(sndr: BulkReduce<S, R>) -> Self::EarlyBulkReduce<S, R>;
+
     /// The sender an early-customized `when_all` becomes.
     type EarlyWhenAll<C: SenderTuple>: Sender<Value = C::Values, Error = C::Error>;
     /// Early customization of `when_all`.
@@ -413,6 +497,22 @@ impl MaybeDomain for NoDomain {
     where
         S::Value: AsMut<[T]>,
     {
+        sndr
+    }
+    type EarlyBulkChunksMut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>
+        = BulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+    fn early_bulk_chunks_mut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>(
+        sndr: BulkChunksMut<S, T, F>,
+    ) -> BulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>,
+    {
+        sndr
+    }
+    type EarlyBulkReduce<S: Sender, R: ReduceFns<S::Value>> = BulkReduce<S, R>;
+    fn early_bulk_reduce<S: Sender, R: ReduceFns<S::Value>>(sndr: BulkReduce<S, R>) -> BulkReduce<S, R> {
         sndr
     }
     type EarlyWhenAll<C: SenderTuple> = WhenAll<C>;
@@ -454,6 +554,22 @@ impl<D: Domain> MaybeDomain for D {
         S::Value: AsMut<[T]>,
     {
         D::default().transform_bulk_each::<S, T, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyBulkChunksMut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>
+        = D::BulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>;
+    fn early_bulk_chunks_mut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>(
+        sndr: BulkChunksMut<S, T, F>,
+    ) -> D::BulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>,
+    {
+        D::default().transform_bulk_chunks_mut::<S, T, F, EmptyEnv>(sndr, None)
+    }
+    type EarlyBulkReduce<S: Sender, R: ReduceFns<S::Value>> = D::BulkReduce<S, R>;
+    fn early_bulk_reduce<S: Sender, R: ReduceFns<S::Value>>(sndr: BulkReduce<S, R>) -> D::BulkReduce<S, R> {
+        D::default().transform_bulk_reduce::<S, R, EmptyEnv>(sndr, None)
     }
     type EarlyWhenAll<C: SenderTuple> = D::WhenAll<C>;
     fn early_when_all<C: SenderTuple>(sndr: WhenAll<C>) -> D::WhenAll<C> {

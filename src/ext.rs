@@ -2,12 +2,13 @@
 
 use std::convert::Infallible;
 
-use crate::adaptors::bulk::{self, BulkOutcome};
+use crate::adaptors::bulk::{self, BulkOutcome, Grain};
 use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
 use crate::adaptors::continues_on::{ScheduleFrom, schedule_from};
 use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::let_ref::{LendAny, LendFn, LendScope, LendTyped, LetValueRef};
+use crate::adaptors::reduce::{self, FoldReduce, MapReduce};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::any::{AnyReceiver, AnySender};
@@ -93,7 +94,33 @@ pub trait SenderExt: Sender {
         F: Fn(usize, &Self::Value) -> O,
         O: BulkOutcome<Self::Error>,
     {
-        bulk::bulk(self, shape, f)
+        bulk::bulk(self, Grain::new(), shape, f)
+    }
+
+    /// `bulk` with bounds on the pieces of work its indices are cut into: see [`Grain`].
+    /// The function still sees one index at a time; on a pool, `max_len` makes more
+    /// pieces for idle workers to steal (for indices of uneven cost) and `min_len` fewer
+    /// (for cheap ones).
+    ///
+    /// ```
+    /// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let sum = sync_wait(schedule(&pool.scheduler()).then(|()| AtomicU64::new(0)).bulk_with(
+    ///     Grain::new().max_len(8),
+    ///     100,
+    ///     |i, sum: &AtomicU64| {
+    ///         sum.fetch_add(i as u64, Ordering::Relaxed);
+    ///     },
+    /// ));
+    /// assert_eq!(sum.unwrap().unwrap().into_inner(), 4950);
+    /// ```
+    fn bulk_with<F, O>(self, grain: Grain, shape: usize, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulk<Self, F>
+    where
+        F: Fn(usize, &Self::Value) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk(self, grain, shape, f)
     }
 
     /// `bulk_chunked(sndr, shape, f)` (P3481): runs `f(begin, end, &value)` over chunks
@@ -121,7 +148,34 @@ pub trait SenderExt: Sender {
         F: Fn(usize, usize, &Self::Value) -> O,
         O: BulkOutcome<Self::Error>,
     {
-        bulk::bulk_chunked(self, shape, f)
+        bulk::bulk_chunked(self, Grain::new(), shape, f)
+    }
+
+    /// `bulk_chunked` with bounds on the length of its chunks (rayon's `with_min_len` and
+    /// `with_max_len`): see [`Grain`]. The default domain, which makes one call, makes
+    /// calls of at most `max_len` indices, in order.
+    ///
+    /// ```
+    /// use senders::{Grain, just, sync_wait, SenderExt};
+    /// use std::sync::Mutex;
+    /// let chunks = sync_wait(just(Mutex::new(Vec::new())).bulk_chunked_with(
+    ///     Grain::new().max_len(4),
+    ///     10,
+    ///     |begin, end, seen: &Mutex<Vec<(usize, usize)>>| seen.lock().unwrap().push((begin, end)),
+    /// ));
+    /// assert_eq!(chunks.unwrap().unwrap().into_inner().unwrap(), [(0, 4), (4, 8), (8, 10)]);
+    /// ```
+    fn bulk_chunked_with<F, O>(
+        self,
+        grain: Grain,
+        shape: usize,
+        f: F,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkChunked<Self, F>
+    where
+        F: Fn(usize, usize, &Self::Value) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_chunked(self, grain, shape, f)
     }
 
     /// `bulk_unchunked(sndr, shape, f)` (P3481): runs `f(i, &value)` for every `i` in
@@ -171,7 +225,218 @@ pub trait SenderExt: Sender {
         F: Fn(usize, &mut T) -> O,
         O: BulkOutcome<Self::Error>,
     {
-        bulk::bulk_each(self, f)
+        bulk::bulk_each(self, Grain::new(), f)
+    }
+
+    /// `bulk_each` with bounds on the pieces of work its elements are cut into: see
+    /// [`Grain`] (rayon's `par_iter_mut().with_min_len(n)`).
+    ///
+    /// ```
+    /// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v = sync_wait(
+    ///     schedule(&pool.scheduler())
+    ///         .then(|()| vec![1u32; 10_000])
+    ///         .bulk_each_with(Grain::new().min_len(1024), |i, x: &mut u32| *x += i as u32),
+    /// );
+    /// assert_eq!(v.unwrap().unwrap()[9_999], 10_000);
+    /// ```
+    fn bulk_each_with<T, F, O>(self, grain: Grain, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulkEach<Self, T, F>
+    where
+        Self::Value: AsMut<[T]>,
+        F: Fn(usize, &mut T) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_each(self, grain, f)
+    }
+
+    /// `bulk_chunks_mut(sndr, chunk_len, f)`: runs `f(c, chunk)` for every chunk of
+    /// `chunk_len` elements of the value's slice (`V: AsMut<[T]>`; the last chunk may be
+    /// shorter), `c` being the chunk's index (its first element is `c * chunk_len`), then
+    /// completes with the value: rayon's `par_chunks_mut(chunk_len).enumerate()`, writing
+    /// the rows of a matrix, say. Each chunk is visited exactly once, with exclusive
+    /// access to its elements. Customizable by domains; the default visits the chunks in
+    /// order; the pool splits the chunks as `bulk_each` splits elements.
+    ///
+    /// An empty slice runs no call and passes the value through. Errors, panics and stop
+    /// requests as for `bulk_each`.
+    ///
+    /// # Panics
+    ///
+    /// If `chunk_len` is zero (here, when the sender is built).
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// // Row `r` of a 3-column matrix becomes `r, r, r`.
+    /// let m = sync_wait(schedule(&pool.scheduler()).then(|()| vec![0u32; 12]).bulk_chunks_mut(
+    ///     3,
+    ///     |r, row: &mut [u32]| row.fill(r as u32),
+    /// ));
+    /// assert_eq!(m.unwrap().unwrap(), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    /// ```
+    #[track_caller]
+    fn bulk_chunks_mut<T, F, O>(
+        self,
+        chunk_len: usize,
+        f: F,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkChunksMut<Self, T, F>
+    where
+        Self::Value: AsMut<[T]>,
+        F: Fn(usize, &mut [T]) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_chunks_mut(self, Grain::new(), chunk_len, f)
+    }
+
+    /// `bulk_chunks_mut` with bounds on the pieces of work, counted in chunks: see
+    /// [`Grain`] (rayon's `par_chunks_mut(n).with_min_len(m)`).
+    ///
+    /// # Panics
+    ///
+    /// If `chunk_len` is zero.
+    ///
+    /// ```
+    /// use senders::{Grain, just, sync_wait, SenderExt};
+    /// let v = sync_wait(just(vec![1.0f64; 8]).bulk_chunks_mut_with(Grain::new().min_len(2), 2, |_, pair: &mut [f64]| {
+    ///     pair[1] = -pair[0];
+    /// }));
+    /// assert_eq!(v.unwrap().unwrap(), [1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);
+    /// ```
+    #[track_caller]
+    fn bulk_chunks_mut_with<T, F, O>(
+        self,
+        grain: Grain,
+        chunk_len: usize,
+        f: F,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkChunksMut<Self, T, F>
+    where
+        Self::Value: AsMut<[T]>,
+        F: Fn(usize, &mut [T]) -> O,
+        O: BulkOutcome<Self::Error>,
+    {
+        bulk::bulk_chunks_mut(self, grain, chunk_len, f)
+    }
+
+    /// `bulk_reduce(sndr, shape, identity, fold, combine)`: a map-reduce over the indices
+    /// `0..shape` of the value. Each chunk `begin..end` is folded from the identity,
+    /// `fold(identity(), begin, end, &value)`, and the chunks' results are combined, the
+    /// left range's first: `combine` must be associative, and `identity()` its identity,
+    /// but it need not be commutative (a concatenation, a `Vec` collected in order). The
+    /// sender completes with the result, after dropping the value. Rayon's
+    /// `par_iter().fold(identity, fold).reduce(identity, combine)`.
+    ///
+    /// A shape of zero completes with `identity()`. Customizable by domains; the default
+    /// lowers it onto the domain's `bulk_chunked` (the pool's chunks, combined on the
+    /// workers as they finish); on the default domain it is one
+    /// `fold(identity(), 0, shape, &value)` on the thread that delivered the value. An
+    /// error or stop of the predecessor passes through; a stop request between two chunks
+    /// completes stopped; a panic in `identity`, `fold` or `combine` completes with it (on
+    /// a pool, with the first to be caught: the others are dropped on their workers).
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let data: Vec<u64> = (1..=1000).collect();
+    /// let sum = sync_wait(schedule(&pool.scheduler()).then(move |()| data).bulk_reduce(
+    ///     1000,
+    ///     || 0,
+    ///     |acc, begin, end, v: &Vec<u64>| acc + v[begin..end].iter().sum::<u64>(),
+    ///     |a, b| a + b,
+    /// ));
+    /// assert_eq!(sum.unwrap(), Some(500_500));
+    /// // A collect, in order: `combine` appends the right range to the left one.
+    /// let squares = sync_wait(schedule(&pool.scheduler()).bulk_reduce(
+    ///     100,
+    ///     Vec::new,
+    ///     |mut acc: Vec<usize>, begin, end, _: &()| {
+    ///         acc.extend((begin..end).map(|i| i * i));
+    ///         acc
+    ///     },
+    ///     |mut left, mut right| {
+    ///         left.append(&mut right);
+    ///         left
+    ///     },
+    /// ));
+    /// assert_eq!(squares.unwrap().unwrap(), (0..100).map(|i| i * i).collect::<Vec<_>>());
+    /// ```
+    fn bulk_reduce<A, I, F, C>(
+        self,
+        shape: usize,
+        identity: I,
+        fold: F,
+        combine: C,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkReduce<Self, FoldReduce<I, F, C>>
+    where
+        I: Fn() -> A,
+        F: Fn(A, usize, usize, &Self::Value) -> A,
+        C: Fn(A, A) -> A,
+    {
+        reduce::bulk_reduce(self, Grain::new(), shape, FoldReduce::new(identity, fold, combine))
+    }
+
+    /// `bulk_reduce` with bounds on the length of its chunks: see [`Grain`]. With a
+    /// `max_len`, the default domain folds chunks of at most that many indices and
+    /// combines them in order.
+    ///
+    /// ```
+    /// use senders::{Grain, just, sync_wait, SenderExt};
+    /// let s = sync_wait(just("abcdefg").bulk_reduce_with(
+    ///     Grain::new().max_len(3),
+    ///     7,
+    ///     String::new,
+    ///     |mut acc, begin, end, text: &&str| {
+    ///         acc.push_str(&text[begin..end]);
+    ///         acc.push('|');
+    ///         acc
+    ///     },
+    ///     |left, right| left + &right,
+    /// ));
+    /// assert_eq!(s.unwrap().unwrap(), "abc|def|g|");
+    /// ```
+    fn bulk_reduce_with<A, I, F, C>(
+        self,
+        grain: Grain,
+        shape: usize,
+        identity: I,
+        fold: F,
+        combine: C,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkReduce<Self, FoldReduce<I, F, C>>
+    where
+        I: Fn() -> A,
+        F: Fn(A, usize, usize, &Self::Value) -> A,
+        C: Fn(A, A) -> A,
+    {
+        reduce::bulk_reduce(self, grain, shape, FoldReduce::new(identity, fold, combine))
+    }
+
+    /// `bulk_map_reduce(sndr, shape, map, combine)`: the reduction without an identity.
+    /// Completes with `Some` of the combination of `map(i, &value)` for every `i` in
+    /// `0..shape`, in order (`combine` associative, not necessarily commutative), or
+    /// `None` for a shape of zero, after dropping the value. Rayon's
+    /// `map(..).reduce_with(combine)`, and, with `unwrap_or_default`, `map(..).sum()`.
+    /// It is [`bulk_reduce`](Self::bulk_reduce) with an `Option` accumulator
+    /// ([`MapReduce`](crate::adaptors::MapReduce)), customized and run as that.
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let max = sync_wait(schedule(&pool.scheduler()).bulk_map_reduce(1000, |i, _| (i * 7919) % 1000, usize::max));
+    /// assert_eq!(max.unwrap(), Some(Some(999)));
+    /// let none = sync_wait(schedule(&pool.scheduler()).bulk_map_reduce(0, |i, _| i, usize::max));
+    /// assert_eq!(none.unwrap(), Some(None));
+    /// ```
+    fn bulk_map_reduce<A, M, C>(
+        self,
+        shape: usize,
+        map: M,
+        combine: C,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkReduce<Self, MapReduce<M, C>>
+    where
+        M: Fn(usize, &Self::Value) -> A,
+        C: Fn(A, A) -> A,
+    {
+        reduce::bulk_reduce(self, Grain::new(), shape, MapReduce::new(map, combine))
     }
 
     /// `let_value(sndr, f)`: continues with the sender `f(value)`. The second sender

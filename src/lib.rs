@@ -140,7 +140,7 @@ pub mod task;
 pub mod time;
 
 pub use adaptors::{
-    EitherSender, fork_join, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter,
+    EitherSender, Grain, fork_join, on, prop, schedule_from, starts_on, stop_when, when_all, when_all_iter,
     when_all_with_variant, when_any, when_any_iter,
 };
 pub use any::AnySender;
@@ -157,8 +157,6 @@ pub use pool::{default_pool, parallel_scheduler};
 pub use receiver::Receiver;
 pub use scheduler::{Scheduler, schedule};
 pub use schedulers::{InlineScheduler, RunLoop, RunLoopScheduler, SingleThreadContext, SingleThreadScheduler};
-#[allow(deprecated)]
-pub use scope::SimpleToken;
 pub use scope::{
     CountingScope, CountingToken, LetScopeToken, ScopeToken, SimpleCountingScope, SimpleCountingToken, Spawnable,
     let_async_scope, nest, spawn, spawn_future,

@@ -23,16 +23,35 @@ pub struct Panic(Box<dyn Any + Send + 'static>);
 
 impl Panic {
     /// Wraps a payload as returned by [`std::panic::catch_unwind`].
+    ///
+    /// ```
+    /// use senders::Panic;
+    /// let caught = std::panic::catch_unwind(|| panic!("at {}", 7)).unwrap_err();
+    /// assert_eq!(Panic::new(caught).message(), Some("at 7"));
+    /// ```
     pub fn new(payload: Box<dyn Any + Send + 'static>) -> Self {
         Panic(payload)
     }
 
     /// Continues unwinding with the original payload on the current thread.
+    ///
+    /// ```
+    /// use senders::Panic;
+    /// let p = Panic::new(Box::new("boom"));
+    /// let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.resume()));
+    /// assert_eq!(again.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
+    /// ```
     pub fn resume(self) -> ! {
         resume_unwind(self.0)
     }
 
     /// The panic message, when the payload is a string (as `panic!("...")` makes it).
+    ///
+    /// ```
+    /// use senders::Panic;
+    /// assert_eq!(Panic::new(Box::new(String::from("owned"))).message(), Some("owned"));
+    /// assert_eq!(Panic::new(Box::new(42_u32)).message(), None);
+    /// ```
     pub fn message(&self) -> Option<&str> {
         if let Some(s) = self.0.downcast_ref::<&'static str>() {
             Some(s)
@@ -42,6 +61,12 @@ impl Panic {
     }
 
     /// The raw payload.
+    ///
+    /// ```
+    /// use senders::Panic;
+    /// let payload = Panic::new(Box::new(42_u32)).into_payload();
+    /// assert_eq!(payload.downcast_ref::<u32>(), Some(&42));
+    /// ```
     pub fn into_payload(self) -> Box<dyn Any + Send + 'static> {
         self.0
     }

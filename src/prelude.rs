@@ -11,7 +11,7 @@
 //! `SingleThreadScheduler`) and the pool's builder (`PoolBuilder`, `BuildError`).
 
 pub use crate::{
-    AnySender, CountingScope, CountingToken, EitherSender, Env, EnvExt, InlineScheduler, InplaceStopSource,
+    AnySender, CountingScope, CountingToken, EitherSender, Env, EnvExt, Grain, InlineScheduler, InplaceStopSource,
     LetScopeToken, Panic, PoolScheduler, RunLoop, Scheduler, Sender, SenderExt, SimpleCountingScope,
     SimpleCountingToken, SingleThreadContext, Spawnable, StaticThreadPool, StopCallback, StopToken, Task,
     TimedScheduler, awaited, change_scheduler, defer, fork_join, from_future, into_awaitable, just, just_error,

@@ -239,8 +239,9 @@ fn a_domain_that_customizes_only_bulk_chunked_sees_plain_bulk() {
 
 /// A domain names only the hooks it customizes: this one was written when `then` and
 /// `bulk` were the crate's whole list, and says nothing of `bulk_chunked`,
-/// `bulk_unchunked`, `bulk_each` or `when_all`, added since. It compiles, its two hooks
-/// run, early and late, and every other algorithm under it takes the default.
+/// `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, `bulk_reduce` or `when_all`, added
+/// since. It compiles, its two hooks run, early and late, and every other algorithm
+/// under it takes the default.
 #[test]
 fn a_domain_written_against_an_older_list_of_hooks_gets_the_defaults_of_the_newer_ones() {
     use senders::adaptors::{Then, ThenFn, ThenImpl};
@@ -302,7 +303,16 @@ fn a_domain_that_lists_its_defaults_still_compiles() {
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     struct Listed;
     impl Domain for Listed {
-        default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all);
+        default_transforms!(
+            then,
+            bulk,
+            bulk_chunked,
+            bulk_unchunked,
+            bulk_each,
+            bulk_chunks_mut,
+            bulk_reduce,
+            when_all
+        );
     }
     let ctx = SingleThreadContext::<Listed>::with_domain("listed");
     let sndr = ctx.scheduler().schedule().then(|()| AtomicUsize::new(0)).bulk(3, add_index);

@@ -26,6 +26,122 @@ use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 use crate::stop::StopToken;
 
+/// Bounds on the length of the chunks a bulk's indices are cut into: rayon's
+/// `with_min_len` and `with_max_len`, given to the `*_with` forms of the bulk algorithms
+/// ([`SenderExt::bulk_chunked_with`](crate::SenderExt::bulk_chunked_with) and the like).
+///
+/// - **`max_len(n)`**: no chunk is longer than `n` indices. A domain that splits (the
+///   pool's) splits a longer range even when its workers are busy, as rayon's
+///   `with_max_len` does; the default domain, which runs one chunk, cuts it into calls of
+///   at most `n` for `bulk_chunked` (and so for the reductions).
+/// - **`min_len(n)`**: a range is split only into pieces of at least `n` indices. A chunk
+///   is shorter than `n` only when the whole shape is, or when the bounds are within a
+///   factor of two of each other (`min_len > max_len / 2`) and a range must be cut to
+///   fit `max_len`: `max_len` wins.
+///
+/// The forms whose function sees one index at a time (`bulk`, `bulk_each`, and
+/// `bulk_chunks_mut`, whose indices are chunks) cannot see the grain: it bounds the pieces
+/// of work the pool hands out, and so how many indices run together on one worker.
+///
+/// `min_len(0)` means no minimum (a chunk of at least one index, as the default);
+/// `max_len(0)`, and bounds with `min_len > max_len`, panic where they are given.
+///
+/// ```
+/// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let pool = StaticThreadPool::new(2).unwrap();
+/// let longest = sync_wait(schedule(&pool.scheduler()).then(|()| AtomicUsize::new(0)).bulk_chunked_with(
+///     Grain::new().min_len(100).max_len(250),
+///     1000,
+///     |begin, end, longest: &AtomicUsize| {
+///         longest.fetch_max(end - begin, Ordering::Relaxed);
+///     },
+/// ));
+/// assert!(longest.unwrap().unwrap().into_inner() <= 250);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Grain {
+    min: usize,
+    max: usize,
+}
+
+impl Default for Grain {
+    fn default() -> Self {
+        Grain::new()
+    }
+}
+
+impl Grain {
+    /// No bounds: chunks of at least one index, as long as the domain likes.
+    pub const fn new() -> Self {
+        Grain { min: 1, max: usize::MAX }
+    }
+
+    /// Pieces of at least `n` indices (rayon's `with_min_len`); `0` means no minimum.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is greater than a `max_len` given before.
+    #[track_caller]
+    pub const fn min_len(self, n: usize) -> Self {
+        let n = if n == 0 { 1 } else { n };
+        assert!(n <= self.max, "Grain: min_len is greater than max_len");
+        Grain { min: n, max: self.max }
+    }
+
+    /// Chunks of at most `n` indices (rayon's `with_max_len`).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is zero, or less than a `min_len` given before.
+    #[track_caller]
+    pub const fn max_len(self, n: usize) -> Self {
+        assert!(n > 0, "Grain: max_len is zero");
+        assert!(n >= self.min, "Grain: max_len is less than min_len");
+        Grain { min: self.min, max: n }
+    }
+
+    /// The least length of a piece (at least one).
+    pub const fn min(&self) -> usize {
+        self.min
+    }
+
+    /// The greatest length of a chunk, if bounded.
+    pub const fn max(&self) -> Option<usize> {
+        if self.max == usize::MAX { None } else { Some(self.max) }
+    }
+
+    /// The bounds on the calls of a chunked function, where the domain's own limit on a
+    /// call is `default` when no `max_len` was given: at most `default`, or twice
+    /// `min_len` if that is more, so that a range cut to fit leaves pieces of at least
+    /// `min_len`.
+    pub(crate) const fn for_calls(self, default: usize) -> Grain {
+        let max = if self.max != usize::MAX {
+            self.max
+        } else if default / 2 >= self.min {
+            default
+        } else {
+            self.min.saturating_mul(2)
+        };
+        Grain { min: self.min, max }
+    }
+
+    /// Where the next call of a chunked function that starts at `i` ends, in a range that
+    /// ends at `hi`: `hi` if the rest fits `max_len`; `i + max_len` if what remains after
+    /// it is at least `min_len`; otherwise the rest is cut in two halves (each at most
+    /// `max_len`, and at least `min_len` where the rest is at least twice that).
+    pub(crate) const fn next_end(&self, i: usize, hi: usize) -> usize {
+        let (rest, max) = (hi - i, self.max);
+        if rest <= max {
+            hi
+        } else if rest - max >= self.min {
+            i + max
+        } else {
+            i + rest / 2
+        }
+    }
+}
+
 /// What one bulk iteration may return: `()`, or `Result<(), E>` to fail the whole bulk.
 pub trait BulkOutcome<E> {
     /// The iteration's result.
@@ -67,12 +183,21 @@ pub struct Bulk<S, F> {
     sndr: S,
     shape: usize,
     f: F,
+    grain: Grain,
 }
 
 impl<S, F> Bulk<S, F> {
     /// Builds the untransformed sender. Prefer [`SenderExt::bulk`](crate::SenderExt::bulk).
     pub fn new(sndr: S, shape: usize, f: F) -> Self {
-        Bulk { sndr, shape, f }
+        Bulk { sndr, shape, f, grain: Grain::new() }
+    }
+    /// The same sender with the bounds `grain` on its chunks.
+    pub fn with_grain(self, grain: Grain) -> Self {
+        Bulk { grain, ..self }
+    }
+    /// The bounds on its chunks.
+    pub fn grain(&self) -> Grain {
+        self.grain
     }
     /// The predecessor, the shape and the function.
     pub fn into_parts(self) -> (S, usize, F) {
@@ -87,7 +212,7 @@ impl<S, F> Bulk<S, F> {
     /// ([`default_transforms!`](crate::default_transforms)) transforms this with the
     /// domain's `transform_bulk_chunked`.
     pub fn into_chunked(self) -> BulkChunked<S, EachIndex<F>> {
-        BulkChunked { sndr: self.sndr, shape: self.shape, f: EachIndex(self.f) }
+        BulkChunked { sndr: self.sndr, shape: self.shape, f: EachIndex(self.f), grain: self.grain }
     }
 }
 
@@ -213,10 +338,11 @@ impl<V, E, F: BulkFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkReceiver<F
 /// Early customization entry used by [`SenderExt::bulk`](crate::SenderExt::bulk).
 pub(crate) fn bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(
     sndr: S,
+    grain: Grain,
     shape: usize,
     f: F,
 ) -> <S::Domain as MaybeDomain>::EarlyBulk<S, F> {
-    <S::Domain as MaybeDomain>::early_bulk(Bulk::new(sndr, shape, f))
+    <S::Domain as MaybeDomain>::early_bulk(Bulk::new(sndr, shape, f).with_grain(grain))
 }
 
 /// A `bulk_chunked` function: `f(begin, end, &value)` runs the indices `begin..end`.
@@ -272,33 +398,46 @@ pub struct BulkChunked<S, F> {
     sndr: S,
     shape: usize,
     f: F,
+    grain: Grain,
 }
 
 impl<S, F> BulkChunked<S, F> {
     /// Builds the untransformed sender. Prefer
     /// [`SenderExt::bulk_chunked`](crate::SenderExt::bulk_chunked).
     pub fn new(sndr: S, shape: usize, f: F) -> Self {
-        BulkChunked { sndr, shape, f }
+        BulkChunked { sndr, shape, f, grain: Grain::new() }
+    }
+    /// The same sender with the bounds `grain` on its chunks.
+    pub fn with_grain(self, grain: Grain) -> Self {
+        BulkChunked { grain, ..self }
+    }
+    /// The bounds on its chunks.
+    pub fn grain(&self) -> Grain {
+        self.grain
     }
     /// The predecessor, the shape and the function.
     pub fn into_parts(self) -> (S, usize, F) {
         (self.sndr, self.shape, self.f)
     }
-    /// The default implementation: one call, `f(0, shape, &value)`.
+    /// The default implementation: one call, `f(0, shape, &value)`, or calls of at most
+    /// the grain's `max_len`, in order.
     pub fn lower(self) -> BulkChunkedImpl<S, F> {
-        BulkChunkedImpl { sndr: self.sndr, shape: self.shape, f: self.f }
+        BulkChunkedImpl { sndr: self.sndr, shape: self.shape, f: self.f, grain: self.grain }
     }
 }
 
 /// The default `bulk_chunked`: one call `f(0, shape, &value)` on the thread that
-/// delivered the value (none for a shape of zero), after a look at the stop token, made
-/// through [`BulkChunkedFn::call_stoppable`] (so a lowered `bulk` also looks between its
-/// indices); the error, panic and stop rules of the default `bulk`.
+/// delivered the value (none for a shape of zero), or, with a [`Grain`] that has a
+/// `max_len`, calls of at most that many indices, in order; a look at the stop token
+/// before each call, which is made through [`BulkChunkedFn::call_stoppable`] (so a
+/// lowered `bulk` also looks between its indices); the error, panic and stop rules of
+/// the default `bulk`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct BulkChunkedImpl<S, F> {
     sndr: S,
     shape: usize,
     f: F,
+    grain: Grain,
 }
 
 adaptor_sender!([S: Sender, F: BulkChunkedFn<S::Value, S::Error>] BulkChunked<S, F> where [] {
@@ -330,13 +469,19 @@ where
 {
     type Operation = S::Operation;
     fn connect(self, receiver: R) -> S::Operation {
-        self.sndr.connect(BulkChunkedReceiver { shape: self.shape, f: SyncWrapper::new(self.f), rcvr: receiver })
+        self.sndr.connect(BulkChunkedReceiver {
+            shape: self.shape,
+            grain: self.grain,
+            f: SyncWrapper::new(self.f),
+            rcvr: receiver,
+        })
     }
 }
 
 /// The receiver the default `bulk_chunked` connects its predecessor to.
 pub struct BulkChunkedReceiver<F, R> {
     shape: usize,
+    grain: Grain,
     f: SyncWrapper<F>,
     rcvr: R,
 }
@@ -347,18 +492,24 @@ impl<V, E, F: BulkChunkedFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkChu
         self.rcvr.env()
     }
     fn set_value(self, value: V) {
-        let BulkChunkedReceiver { shape, f, rcvr } = self;
+        let BulkChunkedReceiver { shape, grain, f, rcvr } = self;
         let f = f.into_inner();
-        // One chunk, the whole shape, after a look at the stop token.
+        // One chunk, the whole shape, unless the grain bounds it; a look at the stop
+        // token before each.
         let run = catch(|| {
             let token = rcvr.env().stop_token();
-            if shape == 0 {
-                return Ok(true);
+            let mut i = 0;
+            while i < shape {
+                if token.stop_requested() {
+                    return Ok(false);
+                }
+                let end = grain.next_end(i, shape);
+                if !f.call_stoppable(i, end, &value, &token)? {
+                    return Ok(false);
+                }
+                i = end;
             }
-            if token.stop_requested() {
-                return Ok(false);
-            }
-            f.call_stoppable(0, shape, &value, &token)
+            Ok(true)
         });
         finish(rcvr, value, f, run);
     }
@@ -420,10 +571,11 @@ where
 /// Early customization entry used by [`SenderExt::bulk_chunked`](crate::SenderExt::bulk_chunked).
 pub(crate) fn bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>>(
     sndr: S,
+    grain: Grain,
     shape: usize,
     f: F,
 ) -> <S::Domain as MaybeDomain>::EarlyBulkChunked<S, F> {
-    <S::Domain as MaybeDomain>::early_bulk_chunked(BulkChunked::new(sndr, shape, f))
+    <S::Domain as MaybeDomain>::early_bulk_chunked(BulkChunked::new(sndr, shape, f).with_grain(grain))
 }
 
 /// Early customization entry used by
@@ -479,6 +631,7 @@ impl<T, E, O: BulkOutcome<E>, F: Fn(usize, &mut T) -> O> BulkEachFn<T, E> for F 
 pub struct BulkEach<S, T, F> {
     sndr: S,
     f: F,
+    grain: Grain,
     _t: PhantomData<fn(&mut T)>,
 }
 
@@ -486,7 +639,15 @@ impl<S, T, F> BulkEach<S, T, F> {
     /// Builds the untransformed sender. Prefer
     /// [`SenderExt::bulk_each`](crate::SenderExt::bulk_each).
     pub fn new(sndr: S, f: F) -> Self {
-        BulkEach { sndr, f, _t: PhantomData }
+        BulkEach { sndr, f, grain: Grain::new(), _t: PhantomData }
+    }
+    /// The same sender with the bounds `grain` on its chunks.
+    pub fn with_grain(self, grain: Grain) -> Self {
+        BulkEach { grain, ..self }
+    }
+    /// The bounds on its chunks.
+    pub fn grain(&self) -> Grain {
+        self.grain
     }
     /// The predecessor and the function.
     pub fn into_parts(self) -> (S, F) {
@@ -578,10 +739,178 @@ impl<V: AsMut<[T]>, T, E, F: BulkEachFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
 /// Early customization entry used by [`SenderExt::bulk_each`](crate::SenderExt::bulk_each).
 pub(crate) fn bulk_each<S: Sender, T, F: BulkEachFn<T, S::Error>>(
     sndr: S,
+    grain: Grain,
     f: F,
 ) -> <S::Domain as MaybeDomain>::EarlyBulkEach<S, T, F>
 where
     S::Value: AsMut<[T]>,
 {
-    <S::Domain as MaybeDomain>::early_bulk_each(BulkEach::new(sndr, f))
+    <S::Domain as MaybeDomain>::early_bulk_each(BulkEach::new(sndr, f).with_grain(grain))
+}
+
+/// A function `bulk_chunks_mut` applies to every chunk: implemented for every
+/// `Fn(usize, &mut [T]) -> O` where `O` is `()` or `Result<(), E>`. It gets the chunk's
+/// index `c` and the elements `c * chunk_len ..`, at most `chunk_len` of them.
+pub trait BulkChunksMutFn<T, E> {
+    /// Runs the iteration for chunk `c`.
+    fn call(&self, c: usize, chunk: &mut [T]) -> Result<(), E>;
+}
+
+impl<T, E, O: BulkOutcome<E>, F: Fn(usize, &mut [T]) -> O> BulkChunksMutFn<T, E> for F {
+    #[inline]
+    fn call(&self, c: usize, chunk: &mut [T]) -> Result<(), E> {
+        self(c, chunk).into_result()
+    }
+}
+
+/// The number of chunks of `chunk_len` elements (the last may be shorter) in `len`.
+pub(crate) fn chunk_count(len: usize, chunk_len: usize) -> usize {
+    len.div_ceil(chunk_len)
+}
+
+/// The untransformed sender of `bulk_chunks_mut(sndr, chunk_len, f)`: `f(c, chunk)` for
+/// every chunk of `chunk_len` elements of the value's slice (the last may be shorter),
+/// then the value. Rayon's `par_chunks_mut(chunk_len).enumerate().for_each(..)`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkChunksMut<S, T, F> {
+    sndr: S,
+    chunk_len: usize,
+    f: F,
+    grain: Grain,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+impl<S, T, F> BulkChunksMut<S, T, F> {
+    /// Builds the untransformed sender. Prefer
+    /// [`SenderExt::bulk_chunks_mut`](crate::SenderExt::bulk_chunks_mut).
+    ///
+    /// # Panics
+    ///
+    /// If `chunk_len` is zero.
+    #[track_caller]
+    pub fn new(sndr: S, chunk_len: usize, f: F) -> Self {
+        assert!(chunk_len > 0, "bulk_chunks_mut: chunk_len is zero");
+        BulkChunksMut { sndr, chunk_len, f, grain: Grain::new(), _t: PhantomData }
+    }
+    /// The same sender with the bounds `grain` on its pieces, counted in chunks.
+    pub fn with_grain(self, grain: Grain) -> Self {
+        BulkChunksMut { grain, ..self }
+    }
+    /// The bounds on its pieces, counted in chunks.
+    pub fn grain(&self) -> Grain {
+        self.grain
+    }
+    /// The predecessor, the chunk length and the function.
+    pub fn into_parts(self) -> (S, usize, F) {
+        (self.sndr, self.chunk_len, self.f)
+    }
+    /// The default, sequential implementation.
+    pub fn lower(self) -> BulkChunksMutImpl<S, T, F> {
+        BulkChunksMutImpl { sndr: self.sndr, chunk_len: self.chunk_len, f: self.f, _t: PhantomData }
+    }
+}
+
+/// The default `bulk_chunks_mut`: visits the chunks in order on the thread that
+/// delivered the value, with the same error, panic and stop rules as the default `bulk`.
+#[must_use = "senders do nothing unless connected and started"]
+pub struct BulkChunksMutImpl<S, T, F> {
+    sndr: S,
+    chunk_len: usize,
+    f: F,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+adaptor_sender!([S: Sender, T, F: BulkChunksMutFn<T, S::Error>] BulkChunksMut<S, T, F> where [S::Value: AsMut<[T]>] {
+    value = S::Value, error = S::Error, stopped = true
+});
+adaptor_sender!([S: Sender, T, F: BulkChunksMutFn<T, S::Error>] BulkChunksMutImpl<S, T, F> where [S::Value: AsMut<[T]>] {
+    value = S::Value, error = S::Error, stopped = true
+});
+
+impl<S, T, F, R> SenderTo<R> for BulkChunksMut<S, T, F>
+where
+    S: Sender,
+    S::Value: AsMut<[T]>,
+    F: BulkChunksMutFn<T, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+    <LateDomain<S, R::Env> as Domain>::BulkChunksMut<S, T, F>: SenderTo<R>,
+{
+    type Operation = <<LateDomain<S, R::Env> as Domain>::BulkChunksMut<S, T, F> as SenderTo<R>>::Operation;
+    fn connect(self, receiver: R) -> Self::Operation {
+        let domain = <LateDomain<S, R::Env>>::default();
+        domain.transform_bulk_chunks_mut(self, Some(receiver.env())).connect(receiver)
+    }
+}
+
+impl<S, T, F, R> SenderTo<R> for BulkChunksMutImpl<S, T, F>
+where
+    S: Sender + SenderTo<BulkChunksMutReceiver<T, F, R>>,
+    S::Value: AsMut<[T]>,
+    F: BulkChunksMutFn<T, S::Error>,
+    R: Receiver<S::Value, S::Error>,
+{
+    type Operation = S::Operation;
+    fn connect(self, receiver: R) -> S::Operation {
+        self.sndr.connect(BulkChunksMutReceiver {
+            chunk_len: self.chunk_len,
+            f: SyncWrapper::new(self.f),
+            rcvr: receiver,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// The receiver the default `bulk_chunks_mut` connects its predecessor to.
+pub struct BulkChunksMutReceiver<T, F, R> {
+    chunk_len: usize,
+    f: SyncWrapper<F>,
+    rcvr: R,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+impl<V: AsMut<[T]>, T, E, F: BulkChunksMutFn<T, E>, R: Receiver<V, E>> Receiver<V, E>
+    for BulkChunksMutReceiver<T, F, R>
+{
+    type Env = R::Env;
+    fn env(&self) -> &R::Env {
+        self.rcvr.env()
+    }
+    fn set_value(self, mut value: V) {
+        let BulkChunksMutReceiver { chunk_len, f, rcvr, .. } = self;
+        let f = f.into_inner();
+        // `AsMut` is user code too: a panic in it is the completion.
+        let run = match catch(|| value.as_mut()) {
+            Ok(items) => {
+                let count = chunk_count(items.len(), chunk_len);
+                let mut chunks = items.chunks_mut(chunk_len);
+                run_in_order(&rcvr, count, |c| f.call(c, chunks.next().expect("bulk_chunks_mut: one chunk per index")))
+            }
+            Err(p) => Err(p),
+        };
+        finish(rcvr, value, f, run);
+    }
+    fn set_error(self, error: E) {
+        forward_error(self.f.into_inner(), self.rcvr, error)
+    }
+    fn set_stopped(self) {
+        forward_stopped(self.f.into_inner(), self.rcvr)
+    }
+    fn set_panic(self, panic: Panic) {
+        forward_panic(self.f.into_inner(), self.rcvr, panic)
+    }
+}
+
+/// Early customization entry used by
+/// [`SenderExt::bulk_chunks_mut`](crate::SenderExt::bulk_chunks_mut).
+#[track_caller]
+pub(crate) fn bulk_chunks_mut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>(
+    sndr: S,
+    grain: Grain,
+    chunk_len: usize,
+    f: F,
+) -> <S::Domain as MaybeDomain>::EarlyBulkChunksMut<S, T, F>
+where
+    S::Value: AsMut<[T]>,
+{
+    <S::Domain as MaybeDomain>::early_bulk_chunks_mut(BulkChunksMut::new(sndr, chunk_len, f).with_grain(grain))
 }

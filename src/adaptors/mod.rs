@@ -10,7 +10,8 @@
 //! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
 //! | `let_ref.rs` | `let_value_ref`, `let_value_ref_with`: `let_value` by reference, handing the value on |
-//! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each` (default lowering; the pool's is in `pool/domain.rs`) |
+//! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
+//! | `reduce.rs` | `bulk_reduce`, `bulk_map_reduce`: fold per chunk, then combine in order (lowered onto `bulk_chunked`) |
 //! | `when_all.rs` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
@@ -26,6 +27,7 @@ pub(crate) mod either;
 pub(crate) mod let_;
 pub(crate) mod let_ref;
 pub(crate) mod on;
+pub(crate) mod reduce;
 pub(crate) mod stop_when;
 pub(crate) mod then;
 pub(crate) mod when_all;
@@ -34,8 +36,9 @@ pub(crate) mod write_env;
 
 pub use crate::block::{BlockSlice, BlockVec, BlockVecIntoIter};
 pub use bulk::{
-    Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkEach, BulkEachFn, BulkEachImpl,
-    BulkEachReceiver, BulkFn, BulkImpl, BulkOutcome, BulkReceiver, BulkUnchunked, EachIndex,
+    Bulk, BulkChunked, BulkChunkedFn, BulkChunkedImpl, BulkChunkedReceiver, BulkChunksMut, BulkChunksMutFn,
+    BulkChunksMutImpl, BulkChunksMutReceiver, BulkEach, BulkEachFn, BulkEachImpl, BulkEachReceiver, BulkFn, BulkImpl,
+    BulkOutcome, BulkReceiver, BulkUnchunked, EachIndex, Grain,
 };
 pub use channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
@@ -52,6 +55,9 @@ pub use let_ref::{
     LetRefFirst, LetRefReceiver, LetValueRef, LetValueRefOp,
 };
 pub use on::{On, OnOp, on};
+pub use reduce::{
+    BulkReduce, FoldReduce, MapReduce, ReduceChunk, ReduceFinish, ReduceFns, ReduceOnChunked, ReduceStart, ReduceState,
+};
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use when_all::{
@@ -63,13 +69,3 @@ pub use when_any::{
     ConnectWhenAny, Race, WhenAny, WhenAnyChildren, WhenAnyOp, WhenAnyReceiver, when_any, when_any_iter,
 };
 pub use write_env::{Prop, WriteEnv, WriteEnvReceiver, prop};
-
-/// The old name of [`ValueCell`].
-#[deprecated(since = "0.1.0", note = "renamed `ValueCell`")]
-pub type Slot<T> = ValueCell<T>;
-/// The old name of [`ContinuesOnReceiver`].
-#[deprecated(since = "0.1.0", note = "renamed `ContinuesOnReceiver`")]
-pub type TransferReceiver<Sch, V, E, R> = ContinuesOnReceiver<Sch, V, E, R>;
-/// The old name of [`ContinuesOnHopReceiver`].
-#[deprecated(since = "0.1.0", note = "renamed `ContinuesOnHopReceiver`")]
-pub type TransferHopReceiver<V, E, R> = ContinuesOnHopReceiver<V, E, R>;

@@ -1,4 +1,25 @@
 //! `stop_when`: run a sender with a stop token that also fires when another token does.
+//!
+//! **Completing inside a forwarded request.** A forwarder runs `request_stop` on the
+//! merged source, which runs the child's stop callbacks; one of them may complete the
+//! child, and the final receiver may then free the operation, merged source included,
+//! while that `request_stop` is still on the stack (it retakes the source's lock after
+//! each callback), even on the same thread, where deregistration does not wait. So
+//! `stop_when` does not use `MergedStopSource`: its operation holds the merged source,
+//! its two forwarding callbacks and one state word, `IN_FLIGHT` times the number of
+//! forwarders inside `request_stop` plus a `DONE` bit. A forwarder enters (compare-
+//! exchange) only while `DONE` is clear. The child's completion is stored, then sets
+//! `DONE` (AcqRel): if no forwarder was in flight it deregisters the forwarders
+//! (waiting for any popped on another thread, which sees `DONE` and leaves at once) and
+//! completes at once; otherwise the last forwarder to leave hands the stored completion
+//! on, on its own thread. Hence `stop_when` (and `nest`, built on it) require `Send`
+//! values, errors and receivers.
+//!
+//! Regression tests: `tests/scope.rs`
+//! (`stop_when_completes_only_after_a_forwarded_stop_request_returns`,
+//! `nest_completes_only_after_the_scopes_stop_request_returns`), and the loom models in
+//! `tests/loom_stop_when.rs` (a completion inside the forwarded request, and one racing
+//! it).
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;

@@ -19,6 +19,34 @@
 //! `count` starts at the number of children; each child decrements it after writing
 //! its cell or failure (`AcqRel`), and the one that brings it to zero completes the
 //! parent.
+//!
+//! **The parent's stop, forwarded lazily.** The forwarder, a `RawStopCallback<'static,
+//! ForwardStop>` on the parent's token (the crate's one stop forwarder,
+//! `src/stop/forward.rs`: a named, non-generic callback, no allocation), is registered
+//! the first time a child, or an operation inside one, asks its environment for the
+//! stop token (`Shared::link`), and only if the parent's token can stop. A `when_all`
+//! whose children never look at their token, as in a recursion of `when_all`s whose
+//! leaves complete inline, registers nothing. The one caller that wins a `swap` of
+//! `linked` registers; the others use the children's token at once (a parent stop
+//! requested meanwhile reaches it when the registration runs the forwarder inline). The
+//! winner is a child that has not arrived, so its write of the slot happens before the
+//! last arrival. The callback is deregistered in `complete` *before* the parent
+//! receiver is completed, which waits if it is running on another thread.
+//!
+//! The forwarder **holds a count** of the operation while it calls `request_stop` on
+//! the children's source: it increments `count` unless it is already zero, requests
+//! stop, then arrives like a child. Without that count a child whose stop callback
+//! completes inline could be the last arrival, complete the operation, and let its
+//! owner free it while `request_stop` is still walking the children's source inside it.
+//! If the count is already zero, every child has arrived and the completer is blocked
+//! in the callback's deregistration until the forwarder returns, so the forwarder
+//! touches nothing else. The loom models in `tests/loom_when_all.rs` race two children
+//! completing on two threads against a parent stop request, with children that link the
+//! parent's token lazily (both, one, or after the stop was requested; a link that never
+//! registers fails the last).
+//!
+//! Because a stop request may come from any thread, and the forwarder may then complete
+//! the operation there, `when_all` requires its receiver and its results to be `Send`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::convert::Infallible;

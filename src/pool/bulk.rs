@@ -1,7 +1,8 @@
-//! The pool's bulk algorithms: `bulk`, `bulk_chunked`, `bulk_unchunked` and
-//! `bulk_each`, run in parallel over the workers.
+//! The pool's bulk algorithms: `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`
+//! and `bulk_chunks_mut`, run in parallel over the workers (the reductions run on
+//! `bulk_chunked`, `adaptors/reduce.rs`).
 //!
-//! One operation ([`PoolBulkOp`]) runs all four; what differs is its [`Kernel`], which
+//! One operation ([`PoolBulkOp`]) runs all five; what differs is its [`Kernel`], which
 //! says what a call does with a range of indices and how the range may be split.
 //!
 //! **Splitting** (rayon's adaptive splitter is the model). The worker that receives the
@@ -14,6 +15,13 @@
 //! indices is cut into a few chunks per worker, not more. `bulk_unchunked`'s kernel
 //! ignores the budget and splits down to single indices at once: every index is a job of
 //! its own, which any idle worker may take.
+//!
+//! **Grain** ([`Grain`], the `*_with` forms). A range longer than the grain's `max_len`
+//! is split even without budget (rayon's `with_max_len`), and no range is split into
+//! halves shorter than its `min_len` (`with_min_len`). A call of `bulk_chunked`'s
+//! function gets at most `max_len` indices (65,536 without one, or twice `min_len` if
+//! that is more), cut by [`Grain::next_end`](crate::Grain) so that the last call of a
+//! range is not left shorter than `min_len` where the range allows.
 //!
 //! **Completion.** `pending` counts the pieces not yet finished (the root counts as
 //! one); the last to finish completes the bulk: with the value, or with the first failure
@@ -36,7 +44,7 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 
 use super::registry::WorkerThread;
-use crate::adaptors::bulk::{BulkChunkedFn, BulkEachFn, BulkFn};
+use crate::adaptors::bulk::{BulkChunkedFn, BulkChunksMutFn, BulkEachFn, BulkFn, Grain, chunk_count};
 use crate::env::Env;
 use crate::job::JobRef;
 use crate::outcome::Failure;
@@ -70,6 +78,22 @@ pub unsafe trait Kernel<V, E>: Sync {
     /// The most indices one call runs.
     const PIECE: usize = STOP_CHECK;
 
+    /// The user's bounds on the pieces of work ([`Grain`]): a range longer than its
+    /// `max_len` is split even without split budget, and none is split into pieces
+    /// shorter than its `min_len`.
+    fn grain(&self) -> Grain {
+        Grain::new()
+    }
+
+    /// The bounds on one call's range. Where the function sees that range
+    /// (`bulk_chunked`): the grain's, with [`PIECE`](Self::PIECE) as the `max_len` if it
+    /// has none (twice its `min_len` if that is more). For kernels whose function sees
+    /// one index at a time: at most `PIECE` (how many indices run between two looks at
+    /// the stop flags).
+    fn call_grain(&self) -> Grain {
+        Grain::new().max_len(Self::PIECE)
+    }
+
     /// Prepares the calls: returns the data they use and the number of indices.
     ///
     /// # Safety
@@ -92,6 +116,7 @@ pub unsafe trait Kernel<V, E>: Sync {
 pub struct BulkKernel<F, const EAGER: bool = false> {
     f: F,
     shape: usize,
+    grain: Grain,
 }
 
 /// The kernel of `bulk_unchunked`: `f(i, &value)`, every index a job of its own.
@@ -101,6 +126,9 @@ pub type BulkUnchunkedKernel<F> = BulkKernel<F, true>;
 unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync, const EAGER: bool> Kernel<V, E> for BulkKernel<F, EAGER> {
     type Ready = *const V;
     const EAGER: bool = EAGER;
+    fn grain(&self) -> Grain {
+        self.grain
+    }
     unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
         (value, self.shape)
     }
@@ -116,12 +144,19 @@ unsafe impl<V: Sync, E, F: BulkFn<V, E> + Sync, const EAGER: bool> Kernel<V, E> 
 pub struct BulkChunkedKernel<F> {
     f: F,
     shape: usize,
+    grain: Grain,
 }
 
 // SAFETY: calls only read the value through a shared reference.
 unsafe impl<V: Sync, E, F: BulkChunkedFn<V, E> + Sync> Kernel<V, E> for BulkChunkedKernel<F> {
     type Ready = *const V;
     const PIECE: usize = MAX_CHUNK;
+    fn grain(&self) -> Grain {
+        self.grain
+    }
+    fn call_grain(&self) -> Grain {
+        self.grain.for_calls(MAX_CHUNK)
+    }
     unsafe fn ready(&self, value: *mut V) -> (*const V, usize) {
         (value, self.shape)
     }
@@ -135,6 +170,7 @@ unsafe impl<V: Sync, E, F: BulkChunkedFn<V, E> + Sync> Kernel<V, E> for BulkChun
 /// The kernel of `bulk_each`: `f(i, &mut value.as_mut()[i])` for each index.
 pub struct BulkEachKernel<T, F> {
     f: F,
+    grain: Grain,
     _t: PhantomData<fn(&mut T)>,
 }
 
@@ -142,6 +178,9 @@ pub struct BulkEachKernel<T, F> {
 // makes a `&mut` to its own elements only, and indices are run by exactly one call.
 unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> for BulkEachKernel<T, F> {
     type Ready = *mut T;
+    fn grain(&self) -> Grain {
+        self.grain
+    }
     unsafe fn ready(&self, value: *mut V) -> (*mut T, usize) {
         // SAFETY: the caller gives us exclusive access for this call.
         let slice = unsafe { (*value).as_mut() };
@@ -154,27 +193,69 @@ unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkEachFn<T, E> + Sync> Kernel<V, E> 
     }
 }
 
+/// The kernel of `bulk_chunks_mut`: `f(c, chunk)` for each chunk index `c`, the chunk
+/// being the elements `c * chunk_len ..` (at most `chunk_len`) of `value.as_mut()`.
+pub struct BulkChunksMutKernel<T, F> {
+    f: F,
+    chunk_len: usize,
+    grain: Grain,
+    _t: PhantomData<fn(&mut T)>,
+}
+
+// SAFETY: `ready` derives the element pointer from one exclusive borrow; each `call`
+// makes a `&mut` to the elements of its own chunks only (chunks do not overlap), and
+// chunk indices are run by exactly one call.
+unsafe impl<V: AsMut<[T]>, T: Send, E, F: BulkChunksMutFn<T, E> + Sync> Kernel<V, E> for BulkChunksMutKernel<T, F> {
+    /// The first element and the slice's length.
+    type Ready = (*mut T, usize);
+    fn grain(&self) -> Grain {
+        self.grain
+    }
+    unsafe fn ready(&self, value: *mut V) -> ((*mut T, usize), usize) {
+        // SAFETY: the caller gives us exclusive access for this call.
+        let slice = unsafe { (*value).as_mut() };
+        ((slice.as_mut_ptr(), slice.len()), chunk_count(slice.len(), self.chunk_len))
+    }
+    #[inline]
+    unsafe fn call(&self, (base, len): (*mut T, usize), lo: usize, hi: usize) -> Result<(), E> {
+        (lo..hi).try_for_each(|c| {
+            let start = c * self.chunk_len;
+            let n = self.chunk_len.min(len - start);
+            // SAFETY: chunk `c < chunk_count(len, chunk_len)` is within the slice, and no
+            // other call touches its elements.
+            self.f.call(c, unsafe { std::slice::from_raw_parts_mut(base.add(start), n) })
+        })
+    }
+}
+
 impl<F, const EAGER: bool> BulkKernel<F, EAGER> {
-    pub(crate) fn new(f: F, shape: usize) -> Self {
-        BulkKernel { f, shape }
+    pub(crate) fn new(f: F, shape: usize, grain: Grain) -> Self {
+        BulkKernel { f, shape, grain }
     }
 }
 
 impl<F> BulkChunkedKernel<F> {
-    pub(crate) fn new(f: F, shape: usize) -> Self {
-        BulkChunkedKernel { f, shape }
+    pub(crate) fn new(f: F, shape: usize, grain: Grain) -> Self {
+        BulkChunkedKernel { f, shape, grain }
     }
 }
 
 impl<T, F> BulkEachKernel<T, F> {
-    pub(crate) fn new(f: F) -> Self {
-        BulkEachKernel { f, _t: PhantomData }
+    pub(crate) fn new(f: F, grain: Grain) -> Self {
+        BulkEachKernel { f, grain, _t: PhantomData }
+    }
+}
+
+impl<T, F> BulkChunksMutKernel<T, F> {
+    pub(crate) fn new(f: F, chunk_len: usize, grain: Grain) -> Self {
+        BulkChunksMutKernel { f, chunk_len, grain, _t: PhantomData }
     }
 }
 
 /// The sender of a bulk algorithm customized by the pool: `bulk`
 /// ([`BulkKernel`]), `bulk_chunked` ([`BulkChunkedKernel`]), `bulk_unchunked`
-/// ([`BulkUnchunkedKernel`]) or `bulk_each` ([`BulkEachKernel`]).
+/// ([`BulkUnchunkedKernel`]), `bulk_each` ([`BulkEachKernel`]) or `bulk_chunks_mut`
+/// ([`BulkChunksMutKernel`]).
 #[must_use = "senders do nothing unless connected and started"]
 pub struct PoolBulk<S, K> {
     sndr: S,
@@ -247,6 +328,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
         // SAFETY: written by `start_with` before any piece runs, then only read.
         let (ready, _) = unsafe { (*self.ready.get()).expect("bulk: value prepared") };
         let token = self.env().stop_token();
+        let cut = self.kernel.call_grain();
         let run = catch(|| {
             let mut i = lo;
             while i < hi {
@@ -260,7 +342,7 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
                 if i > lo && worker.is_some_and(WorkerThread::outside_work_waits) {
                     return Ok(Some(i));
                 }
-                let end = hi.min(i.saturating_add(K::PIECE));
+                let end = cut.next_end(i, hi);
                 // SAFETY: each index of `0..shape` is in exactly one range, run once.
                 unsafe { self.kernel.call(ready, i, end) }?;
                 i = end;
@@ -330,7 +412,12 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
     unsafe fn process(this: *const Self, worker: &WorkerThread, lo: usize, mut hi: usize, mut splits: usize) {
         // SAFETY: alive while we hold a count.
         let s = unsafe { &*this };
-        while hi - lo > 1 && (K::EAGER || splits > 0) && s.state.load(Ordering::Relaxed) == RUNNING {
+        let grain = s.kernel.grain();
+        let (min, max) = (grain.min(), grain.max().unwrap_or(usize::MAX));
+        while hi - lo > 1
+            && (hi - lo > max || ((K::EAGER || splits > 0) && (hi - lo) / 2 >= min))
+            && s.state.load(Ordering::Relaxed) == RUNNING
+        {
             let mid = lo + (hi - lo) / 2;
             splits /= 2;
             s.pending.fetch_add(1, Ordering::Relaxed);

@@ -10,8 +10,11 @@
 use std::ptr::NonNull;
 
 use super::WorkerThread;
-use super::bulk::{BulkChunkedKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, PoolBulk};
-use crate::adaptors::bulk::{Bulk, BulkChunked, BulkChunkedFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked};
+use super::bulk::{BulkChunkedKernel, BulkChunksMutKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, PoolBulk};
+use crate::adaptors::bulk::{
+    Bulk, BulkChunked, BulkChunkedFn, BulkChunksMut, BulkChunksMutFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked,
+    Grain,
+};
 use crate::adaptors::when_all::{
     ConnectTuple, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
 };
@@ -23,13 +26,17 @@ use crate::sender::Sender;
 
 /// The domain of a [`StaticThreadPool`](super::StaticThreadPool)'s scheduler and of the
 /// senders completing on it. It customizes the bulk algorithms (`bulk`, `bulk_chunked`,
-/// `bulk_unchunked`, `bulk_each`: parallel, adaptively split chunks, `bulk.rs`),
+/// `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`: parallel, adaptively split chunks,
+/// `bulk.rs`; the reductions run on its `bulk_chunked`),
 /// `when_all` (children forked onto the workers) and `spawn` (on the worker's deque).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolDomain;
 
 impl Domain for PoolDomain {
-    crate::default_transforms!(except bulk, bulk_chunked, bulk_unchunked, bulk_each, when_all, apply_spawn);
+    crate::default_transforms!(except bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, when_all, apply_spawn);
+    // `bulk_reduce` keeps its default: reductions run on the pool's own `bulk_chunked`
+    // (`adaptors/reduce.rs`), each chunk folded where it runs and merged with its
+    // finished neighbours there.
 
     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, BulkKernel<F>>;
     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
@@ -37,8 +44,9 @@ impl Domain for PoolDomain {
         sndr: Bulk<S, F>,
         _: Option<&E>,
     ) -> Self::Bulk<S, F> {
+        let grain = sndr.grain();
         let (sndr, shape, f) = sndr.into_parts();
-        PoolBulk::new(sndr, BulkKernel::new(f, shape))
+        PoolBulk::new(sndr, BulkKernel::new(f, shape, grain))
     }
 
     type BulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = PoolBulk<S, BulkChunkedKernel<F>>;
@@ -47,8 +55,9 @@ impl Domain for PoolDomain {
         sndr: BulkChunked<S, F>,
         _: Option<&E>,
     ) -> Self::BulkChunked<S, F> {
+        let grain = sndr.grain();
         let (sndr, shape, f) = sndr.into_parts();
-        PoolBulk::new(sndr, BulkChunkedKernel::new(f, shape))
+        PoolBulk::new(sndr, BulkChunkedKernel::new(f, shape, grain))
     }
 
     type BulkUnchunked<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, BulkUnchunkedKernel<F>>;
@@ -58,7 +67,7 @@ impl Domain for PoolDomain {
         _: Option<&E>,
     ) -> Self::BulkUnchunked<S, F> {
         let (sndr, shape, f) = sndr.into_parts();
-        PoolBulk::new(sndr, BulkUnchunkedKernel::new(f, shape))
+        PoolBulk::new(sndr, BulkUnchunkedKernel::new(f, shape, Grain::new()))
     }
 
     type BulkEach<S: Sender, T, F: BulkEachFn<T, S::Error>>
@@ -73,8 +82,26 @@ impl Domain for PoolDomain {
     where
         S::Value: AsMut<[T]>,
     {
+        let grain = sndr.grain();
         let (sndr, f) = sndr.into_parts();
-        PoolBulk::new(sndr, BulkEachKernel::new(f))
+        PoolBulk::new(sndr, BulkEachKernel::new(f, grain))
+    }
+
+    type BulkChunksMut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>>
+        = PoolBulk<S, BulkChunksMutKernel<T, F>>
+    where
+        S::Value: AsMut<[T]>;
+    fn transform_bulk_chunks_mut<S: Sender, T, F: BulkChunksMutFn<T, S::Error>, E: Env>(
+        self,
+        sndr: BulkChunksMut<S, T, F>,
+        _: Option<&E>,
+    ) -> Self::BulkChunksMut<S, T, F>
+    where
+        S::Value: AsMut<[T]>,
+    {
+        let grain = sndr.grain();
+        let (sndr, chunk_len, f) = sndr.into_parts();
+        PoolBulk::new(sndr, BulkChunksMutKernel::new(f, chunk_len, grain))
     }
 
     type WhenAll<C: SenderTuple> = WhenAllImpl<C, ForkOnPool>;

@@ -58,21 +58,13 @@ mod tests;
 mod thread_pool;
 
 pub use bulk::{
-    BulkChunkedKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, Kernel, PoolBulk, PoolBulkOp, PoolBulkReceiver,
+    BulkChunkedKernel, BulkChunksMutKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, Kernel, PoolBulk,
+    PoolBulkOp, PoolBulkReceiver,
 };
 pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use registry::WorkerThread;
 
-/// The old name of [`BulkKernel`].
-#[deprecated(since = "0.1.0", note = "renamed `BulkKernel`")]
-pub type SharedKernel<F> = BulkKernel<F>;
-/// The old name of [`BulkEachKernel`].
-#[deprecated(since = "0.1.0", note = "renamed `BulkEachKernel`")]
-pub type EachKernel<T, F> = BulkEachKernel<T, F>;
-/// The pool's `bulk_each`, now [`PoolBulk`] with a [`BulkEachKernel`].
-#[deprecated(since = "0.1.0", note = "now `PoolBulk<S, BulkEachKernel<T, F>>`")]
-pub type PoolBulkEach<S, T, F> = PoolBulk<S, BulkEachKernel<T, F>>;
 pub use scheduler::{PoolOp, PoolScheduler, PoolSender};
 pub use thread_pool::{BuildError, DEFAULT_STACK_SIZE, PoolBuilder, StaticThreadPool};

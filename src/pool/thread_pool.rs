@@ -76,6 +76,14 @@ impl fmt::Debug for PoolBuilder {
 impl PoolBuilder {
     /// The number of worker threads; defaults to the number of logical CPUs. Zero makes
     /// [`build`](Self::build) fail with [`BuildError::ZeroThreads`].
+    ///
+    /// ```
+    /// use senders::{BuildError, StaticThreadPool};
+    /// let pool = StaticThreadPool::builder().num_threads(3).build()?;
+    /// assert_eq!(pool.num_threads(), 3);
+    /// assert!(matches!(StaticThreadPool::builder().num_threads(0).build(), Err(BuildError::ZeroThreads)));
+    /// # Ok::<(), BuildError>(())
+    /// ```
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = Some(n);
         self
@@ -85,6 +93,14 @@ impl PoolBuilder {
     /// NUL byte makes [`build`](Self::build) fail with [`BuildError::Spawn`]; a panic in
     /// `name` unwinds out of `build` after the workers already started are stopped and
     /// joined.
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait_value};
+    /// let pool = StaticThreadPool::builder().num_threads(1).thread_name(|i| format!("solver-{i}")).build()?;
+    /// let name = sync_wait_value(schedule(&pool.scheduler()).then(|()| std::thread::current().name().map(String::from)));
+    /// assert_eq!(name.as_deref(), Some("solver-0"));
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn thread_name(mut self, name: impl FnMut(usize) -> String + 'static) -> Self {
         self.name = Some(Box::new(name));
         self
@@ -92,6 +108,14 @@ impl PoolBuilder {
 
     /// The stack size of each worker thread, in bytes; defaults to
     /// [`DEFAULT_STACK_SIZE`] (8 MiB).
+    ///
+    /// ```
+    /// use senders::StaticThreadPool;
+    /// // Deep recursion on the workers (nested waits, large operation states) needs room.
+    /// let pool = StaticThreadPool::builder().num_threads(2).stack_size(64 << 20).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self
@@ -99,6 +123,13 @@ impl PoolBuilder {
 
     /// Pins worker `i` to core `i % cores` (with `core_affinity`). Off by default; where
     /// the platform cannot report or set affinity, workers run unpinned.
+    ///
+    /// ```
+    /// use senders::StaticThreadPool;
+    /// let pool = StaticThreadPool::builder().num_threads(2).pin_to_cores(true).build()?;
+    /// assert_eq!(pool.num_threads(), 2);
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn pin_to_cores(mut self, pin: bool) -> Self {
         self.pin = pin;
         self
@@ -110,8 +141,8 @@ impl PoolBuilder {
     /// published for stealing only when another worker is hungry (seen at the worker's
     /// next fork or join) or this one is about to block in a run loop (`sync_wait`). Off
     /// by default: every fork then goes on the worker's deque at once, as `rayon::join`
-    /// does. The switch exists to compare the two in one run (`benches/pool.rs`); DESIGN.md
-    /// §6.2 has the numbers.
+    /// does. The switch exists to compare the two in one run (`benches/pool.rs`);
+    /// `docs/PERFORMANCE.md` has the numbers.
     ///
     /// With latent forks, a first child that blocks its worker in code of its own (a
     /// lock, a channel) until a nested sibling has run waits until a fork or join of
@@ -136,6 +167,18 @@ impl PoolBuilder {
     }
 
     /// Starts the workers.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ZeroThreads`] for zero workers; [`BuildError::Spawn`] when the
+    /// operating system refuses a thread or a name holds a NUL byte. Workers already
+    /// started are stopped and joined before the error returns.
+    ///
+    /// ```
+    /// use senders::{BuildError, StaticThreadPool};
+    /// let refused = StaticThreadPool::builder().num_threads(2).thread_name(|_| "a\0b".into()).build();
+    /// assert!(matches!(refused, Err(BuildError::Spawn(_))));
+    /// ```
     pub fn build(self) -> Result<StaticThreadPool, BuildError> {
         let n = self.num_threads.unwrap_or_else(num_cpus::get);
         if n == 0 {
@@ -199,21 +242,55 @@ impl fmt::Debug for StaticThreadPool {
 
 impl StaticThreadPool {
     /// A builder with the defaults: one thread per logical CPU, unpinned.
+    ///
+    /// ```
+    /// use senders::StaticThreadPool;
+    /// let pool = StaticThreadPool::builder().num_threads(2).thread_name(|i| format!("io-{i}")).build()?;
+    /// assert_eq!(pool.num_threads(), 2);
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn builder() -> PoolBuilder {
         PoolBuilder { num_threads: None, name: None, pin: false, stack_size: DEFAULT_STACK_SIZE, latent_forks: false }
     }
 
     /// A pool with `n` workers and default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`PoolBuilder::build`]: zero workers, or a thread the system refuses.
+    ///
+    /// ```
+    /// use senders::{BuildError, StaticThreadPool};
+    /// assert_eq!(StaticThreadPool::new(4)?.num_threads(), 4);
+    /// assert!(matches!(StaticThreadPool::new(0), Err(BuildError::ZeroThreads)));
+    /// # Ok::<(), BuildError>(())
+    /// ```
     pub fn new(n: usize) -> Result<Self, BuildError> {
         Self::builder().num_threads(n).build()
     }
 
     /// The pool's scheduler. Cheap to clone; equal for the same pool.
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait_value};
+    /// let pool = StaticThreadPool::new(2)?;
+    /// let (sch, same) = (pool.scheduler(), pool.scheduler());
+    /// assert!(sch == same);
+    /// let on_worker = sync_wait_value(schedule(&sch).then(|()| std::thread::current().id()));
+    /// assert_ne!(on_worker, std::thread::current().id());
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn scheduler(&self) -> PoolScheduler {
         PoolScheduler::new(self.registry.clone())
     }
 
     /// The number of worker threads.
+    ///
+    /// ```
+    /// use senders::StaticThreadPool;
+    /// assert_eq!(StaticThreadPool::new(3)?.num_threads(), 3);
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn num_threads(&self) -> usize {
         self.registry.num_threads()
     }

@@ -32,10 +32,24 @@ pub struct SingleThreadContext<D: MaybeDomain = NoDomain> {
 
 impl SingleThreadContext<NoDomain> {
     /// A context with an unnamed thread and the default domain.
+    ///
+    /// ```
+    /// use senders::{Scheduler, SenderExt, SingleThreadContext, sync_wait_value};
+    /// let ctx = SingleThreadContext::new();
+    /// let there = sync_wait_value(ctx.scheduler().schedule().then(|()| std::thread::current().id()));
+    /// assert_ne!(there, std::thread::current().id());
+    /// ```
     pub fn new() -> Self {
         Self::start(None)
     }
     /// A context whose thread is called `name`.
+    ///
+    /// ```
+    /// use senders::{Scheduler, SenderExt, SingleThreadContext, sync_wait_value};
+    /// let ctx = SingleThreadContext::with_name("ui");
+    /// let name = sync_wait_value(ctx.scheduler().schedule().then(|()| std::thread::current().name().map(String::from)));
+    /// assert_eq!(name.as_deref(), Some("ui"));
+    /// ```
     pub fn with_name(name: &str) -> Self {
         Self::start(Some(name))
     }
@@ -49,6 +63,14 @@ impl Default for SingleThreadContext<NoDomain> {
 
 impl<D: MaybeDomain> SingleThreadContext<D> {
     /// A context whose thread is called `name` and whose scheduler's domain is `D`.
+    ///
+    /// ```
+    /// use senders::{Scheduler, SingleThreadContext, domain::DefaultDomain, sync_wait};
+    /// // `DefaultDomain` here; a domain of your own customizes the algorithms whose
+    /// // work starts on this context.
+    /// let ctx = SingleThreadContext::<DefaultDomain>::with_domain("custom");
+    /// assert_eq!(sync_wait(ctx.scheduler().schedule()).unwrap(), Some(()));
+    /// ```
     pub fn with_domain(name: &str) -> Self {
         Self::start(Some(name))
     }
@@ -65,6 +87,16 @@ impl<D: MaybeDomain> SingleThreadContext<D> {
     }
 
     /// The context's scheduler.
+    ///
+    /// ```
+    /// use senders::{SenderExt, SingleThreadContext, schedule, sync_wait_value, when_all};
+    /// let ctx = SingleThreadContext::new();
+    /// let sch = ctx.scheduler();
+    /// // Both run on the context's one thread, one after the other.
+    /// let ids = when_all((schedule(&sch).then(|()| std::thread::current().id()), schedule(&sch).then(|()| std::thread::current().id())));
+    /// let (a, b) = sync_wait_value(ids);
+    /// assert_eq!(a, b);
+    /// ```
     pub fn scheduler(&self) -> SingleThreadScheduler<D> {
         SingleThreadScheduler { sch: self.sch.clone(), _d: PhantomData }
     }

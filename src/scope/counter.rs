@@ -1,6 +1,6 @@
 //! The scope counter: per-worker shards under an SNZI-style root word.
 //!
-//! The protocol and its correctness argument are in `docs/DESIGN.md` §5.1; in short:
+//! The protocol and its correctness argument are in `README.md` beside this file; in short:
 //!
 //! * The **root word** packs the scope's state flags, a generation, and a count: the
 //!   number of *active shards* (shards whose count is above zero) plus the number of

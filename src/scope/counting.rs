@@ -69,23 +69,61 @@ macro_rules! scope_common {
     ($scope:ident, $token:ident, $stop:expr) => {
         impl $scope {
             /// A scope in the `unused` state, counting on per-worker shards.
+            ///
+            /// ```
+            #[doc = concat!("use senders::{", stringify!($scope), ", SenderExt, StaticThreadPool, schedule, spawn, sync_wait, scope::ScopeState};")]
+            #[doc = concat!("let scope = ", stringify!($scope), "::new();")]
+            /// assert_eq!(scope.state(), ScopeState::Unused); // may be dropped unjoined
+            /// ```
             pub fn new() -> Self {
                 Self::with_counter(CounterKind::Sharded)
             }
 
             /// A scope in the `unused` state with the given counter.
+            ///
+            /// ```
+            #[doc = concat!("use senders::{", stringify!($scope), ", spawn, just, sync_wait, scope::CounterKind};")]
+            #[doc = concat!("let scope = ", stringify!($scope), "::with_counter(CounterKind::SingleAtomic);")]
+            /// assert!(spawn(just(()), scope.token()));
+            /// sync_wait(scope.join()).unwrap();
+            /// ```
             pub fn with_counter(kind: CounterKind) -> Self {
                 $scope { owner: Owner::new(kind) }
             }
 
             /// A token for nesting and spawning work in this scope. Tokens are `Copy` and
             /// `'static`; once the scope is dropped they fail to associate.
+            ///
+            /// ```
+            #[doc = concat!("use senders::{", stringify!($scope), ", SenderExt, StaticThreadPool, schedule, spawn, sync_wait, scope::ScopeState};")]
+            /// let pool = StaticThreadPool::new(2)?;
+            /// let sch = pool.scheduler();
+            #[doc = concat!("let scope = ", stringify!($scope), "::new();")]
+            /// let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            /// for _ in 0..100 {
+            ///     let done = done.clone();
+            ///     spawn(schedule(&sch).then(move |()| { done.fetch_add(1, std::sync::atomic::Ordering::Relaxed); }), scope.token());
+            /// }
+            /// sync_wait(scope.join()).unwrap();
+            /// assert_eq!(done.load(std::sync::atomic::Ordering::Relaxed), 100);
+            /// # Ok::<(), senders::BuildError>(())
+            /// ```
             pub fn token(&self) -> $token {
                 $token { core: self.owner.core, generation: self.owner.generation }
             }
 
             /// Closes the scope: every later `try_associate` fails. Work already
             /// associated runs on.
+            ///
+            /// ```
+            #[doc = concat!("use senders::{", stringify!($scope), ", SenderExt, StaticThreadPool, schedule, spawn, sync_wait, scope::ScopeState};")]
+            #[doc = concat!("let scope = ", stringify!($scope), "::new();")]
+            /// assert!(spawn(senders::just(()), scope.token()));
+            /// scope.close();
+            /// assert!(!spawn(senders::just(()), scope.token()), "a closed scope refuses work");
+            /// sync_wait(scope.join()).unwrap();
+            /// assert_eq!(scope.state(), ScopeState::Joined);
+            /// ```
             pub fn close(&self) {
                 self.owner.core.counter.close()
             }
@@ -111,11 +149,32 @@ macro_rules! scope_common {
             /// started from inside that work completes only after the work has ended, so
             /// the work must not block on it (`sync_wait(scope.join())` there never
             /// returns); started without blocking, it completes once the work ends.
+            ///
+            /// ```
+            #[doc = concat!("use senders::{", stringify!($scope), ", SenderExt, StaticThreadPool, schedule, spawn, sync_wait, scope::ScopeState};")]
+            /// let pool = StaticThreadPool::new(2)?;
+            #[doc = concat!("let scope = ", stringify!($scope), "::new();")]
+            /// spawn(schedule(&pool.scheduler()).then(|()| panic!("lost?")), scope.token());
+            /// let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sync_wait(scope.join())));
+            /// assert!(joined.is_err(), "the join resumes the spawned work's panic");
+            /// assert_eq!(scope.state(), ScopeState::Joined);
+            /// # Ok::<(), senders::BuildError>(())
+            /// ```
             pub fn join(&self) -> JoinSender<'_> {
                 JoinSender { core: self.owner.core, _scope: PhantomData }
             }
 
             /// The current P3149 state.
+            ///
+            /// ```
+            #[doc = concat!("use senders::{", stringify!($scope), ", SenderExt, StaticThreadPool, schedule, spawn, sync_wait, scope::ScopeState};")]
+            #[doc = concat!("let scope = ", stringify!($scope), "::new();")]
+            /// assert_eq!(scope.state(), ScopeState::Unused);
+            /// spawn(senders::just(()), scope.token());
+            /// assert_eq!(scope.state(), ScopeState::Open);
+            /// sync_wait(scope.join()).unwrap();
+            /// assert_eq!(scope.state(), ScopeState::Joined);
+            /// ```
             pub fn state(&self) -> ScopeState {
                 self.owner.core.counter.state()
             }
@@ -247,14 +306,22 @@ impl CountingScope {
     ///
     /// A panic in a stop callback that this request runs is not resumed here: the
     /// scope keeps it, as it keeps a panic of spawned work, and its join resumes it.
+    ///
+    /// ```
+    /// use senders::{CountingScope, SenderExt, StaticThreadPool, nest, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2)?;
+    /// let scope = CountingScope::new();
+    /// scope.request_stop();
+    /// // Work nested after the request sees it: the pool's schedule() completes stopped.
+    /// let outcome = sync_wait(nest(schedule(&pool.scheduler()).then(|()| 1), scope.token()));
+    /// assert_eq!(outcome.unwrap(), None);
+    /// sync_wait(scope.join()).unwrap();
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn request_stop(&self) {
         self.owner.core.request_stop();
     }
 }
-
-/// The old name of [`SimpleCountingToken`].
-#[deprecated(since = "0.1.0", note = "renamed `SimpleCountingToken`")]
-pub type SimpleToken = SimpleCountingToken;
 
 impl std::fmt::Debug for SimpleCountingToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

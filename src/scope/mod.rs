@@ -24,8 +24,6 @@ mod token;
 pub use crate::job::SpawnedOp;
 pub use crate::scheduler::{HopTo, NoHop};
 pub use counter::ScopeState;
-#[allow(deprecated)]
-pub use counting::SimpleToken;
 pub use counting::{
     CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, ScopeAssociation, SimpleCountingScope,
     SimpleCountingToken,

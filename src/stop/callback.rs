@@ -252,11 +252,26 @@ pub struct StopCallback<'a, F: FnOnce() + Send> {
 impl<'a, F: FnOnce() + Send> StopCallback<'a, F> {
     /// A callback for `token`'s source, not registered yet. Cheap: no allocation, no
     /// synchronization.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopCallback};
+    /// let source = InplaceStopSource::new();
+    /// let cb = StopCallback::new(source.token(), || println!("stop"));
+    /// source.request_stop(); // not registered: nothing runs
+    /// drop(cb);
+    /// ```
     pub fn new(token: StopToken<'a>, f: F) -> Self {
         StopCallback { raw: RawStopCallback::new(token, f) }
     }
 
     /// The token the callback is (to be) registered on.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopCallback};
+    /// let source = InplaceStopSource::new();
+    /// let cb = StopCallback::new(source.token(), || ());
+    /// assert!(cb.token().stop_possible() && !cb.token().stop_requested());
+    /// ```
     pub fn token(&self) -> StopToken<'a> {
         self.raw.token()
     }
@@ -271,6 +286,17 @@ impl<'a, F: FnOnce() + Send> StopCallback<'a, F> {
     /// [`mem::forget`](std::mem::forget) on a `Pin<Box<_>>`): its source could then still
     /// call `f` after data it borrows is gone. See
     /// [`register_unchecked`](Self::register_unchecked) for borrowing callbacks.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopCallback};
+    /// use std::sync::mpsc;
+    /// let source = InplaceStopSource::new();
+    /// let (tx, rx) = mpsc::channel();
+    /// let mut cb = std::pin::pin!(StopCallback::new(source.token(), move || tx.send("stopped").unwrap()));
+    /// cb.as_mut().register();
+    /// std::thread::scope(|s| { s.spawn(|| source.request_stop()); });
+    /// assert_eq!(rx.recv().unwrap(), "stopped");
+    /// ```
     pub fn register(self: Pin<&mut Self>)
     where
         F: 'static,
@@ -288,6 +314,21 @@ impl<'a, F: FnOnce() + Send> StopCallback<'a, F> {
     /// `StopCallback` (or whatever owns it) while `f` borrows data that can be freed
     /// before stop is requested on the source for the last time (i.e. before the source
     /// itself is gone).
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopCallback};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let source = InplaceStopSource::new();
+    /// let calls = AtomicUsize::new(0); // borrowed, not 'static
+    /// {
+    ///     let mut cb = std::pin::pin!(StopCallback::new(source.token(), || { calls.fetch_add(1, Ordering::Relaxed); }));
+    ///     // SAFETY: `cb` is pinned on this stack frame and dropped at the end of the
+    ///     // block, before `calls`; it is never leaked.
+    ///     unsafe { cb.as_mut().register_unchecked() };
+    ///     source.request_stop();
+    /// }
+    /// assert_eq!(calls.load(Ordering::Relaxed), 1);
+    /// ```
     pub unsafe fn register_unchecked(self: Pin<&mut Self>) {
         // SAFETY: structural pinning of the only field; the caller's guarantee is
         // exactly `RawStopCallback::register`'s.

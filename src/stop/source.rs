@@ -140,6 +140,12 @@ impl fmt::Debug for InplaceStopSource {
 
 impl InplaceStopSource {
     /// A source on which stop has not been requested and no callback is registered.
+    ///
+    /// ```
+    /// use senders::InplaceStopSource;
+    /// let source = InplaceStopSource::new();
+    /// assert!(!source.stop_requested());
+    /// ```
     pub fn new() -> Self {
         InplaceStopSource {
             state: AtomicUsize::new(0),
@@ -165,6 +171,18 @@ impl InplaceStopSource {
     }
 
     /// A token that observes this source.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, SenderExt, StaticThreadPool, schedule, stop_when, sync_wait};
+    /// // Work under `stop_when(.., source.token())` sees the source's stop request: here
+    /// // the pool's `schedule()` completes stopped instead of running `then`.
+    /// let pool = StaticThreadPool::new(1)?;
+    /// let source = InplaceStopSource::new();
+    /// source.request_stop();
+    /// let work = stop_when(schedule(&pool.scheduler()).then(|()| 1), source.token());
+    /// assert_eq!(sync_wait(work).unwrap(), None);
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn token(&self) -> StopToken<'_> {
         StopToken { source: Some(self) }
     }
@@ -173,6 +191,13 @@ impl InplaceStopSource {
     ///
     /// A `true` result synchronizes with the [`request_stop`](Self::request_stop) call
     /// that made the request.
+    ///
+    /// ```
+    /// use senders::InplaceStopSource;
+    /// let source = InplaceStopSource::new();
+    /// std::thread::scope(|s| { s.spawn(|| source.request_stop()); });
+    /// assert!(source.stop_requested());
+    /// ```
     #[inline]
     pub fn stop_requested(&self) -> bool {
         self.state.load(Ordering::Acquire) & STOP_REQUESTED != 0
@@ -185,6 +210,18 @@ impl InplaceStopSource {
     /// register or drop other callbacks (and drop their own) on this same source. If a
     /// callback panics, the remaining callbacks still run, and the first panic is
     /// resumed once they all have.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopCallback};
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// static RAN: AtomicBool = AtomicBool::new(false);
+    /// let source = InplaceStopSource::new();
+    /// let mut cb = std::pin::pin!(StopCallback::new(source.token(), || RAN.store(true, Ordering::Relaxed)));
+    /// cb.as_mut().register();
+    /// assert!(source.request_stop(), "the first request");
+    /// assert!(RAN.load(Ordering::Relaxed), "its callback ran before request_stop returned");
+    /// assert!(!source.request_stop(), "a second request does nothing");
+    /// ```
     pub fn request_stop(&self) -> bool {
         match self.request_stop_catching() {
             Ok(requested) => requested,
@@ -449,17 +486,38 @@ pub struct StopToken<'a> {
 impl StopToken<'_> {
     /// The token that never stops: [`stop_possible`](Self::stop_possible) is false, and
     /// callbacks registered on it are never run.
+    ///
+    /// ```
+    /// use senders::StopToken;
+    /// let never = StopToken::never();
+    /// assert!(!never.stop_possible() && !never.stop_requested());
+    /// ```
     pub const fn never() -> StopToken<'static> {
         StopToken { source: None }
     }
 
     /// Whether stop has been requested on the source.
+    ///
+    /// ```
+    /// use senders::InplaceStopSource;
+    /// let source = InplaceStopSource::new();
+    /// let token = source.token();
+    /// assert!(!token.stop_requested());
+    /// source.request_stop();
+    /// assert!(token.stop_requested());
+    /// ```
     #[inline]
     pub fn stop_requested(&self) -> bool {
         self.source.is_some_and(InplaceStopSource::stop_requested)
     }
 
     /// Whether stop can ever be requested: false only for [`never`](Self::never).
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopToken};
+    /// assert!(InplaceStopSource::new().token().stop_possible());
+    /// assert!(!StopToken::never().stop_possible());
+    /// ```
     pub fn stop_possible(&self) -> bool {
         self.source.is_some()
     }

@@ -7,6 +7,10 @@
 //! `Err(error)`; a stopped sender completes the task stopped without resuming it, and a
 //! panic completes it with the panic.
 //!
+//! The protocol in full (the deferred start, where an awaited operation lives, the state
+//! word, wakers, the environment of awaited senders) and why it is sound are in
+//! `README.md` beside this file.
+//!
 //! # The deferred start
 //!
 //! Awaiting a sender does not start it. The first poll of an [`Awaited`] connects the

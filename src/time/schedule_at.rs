@@ -70,12 +70,31 @@ enum When {
 impl<Sch: Scheduler> ScheduleAt<Sch> {
     /// Completes on `sch` at `deadline`; `None` is a deadline too far to represent,
     /// which never passes (only a stop request completes it).
+    ///
+    /// ```
+    /// use senders::{InlineScheduler, SenderExt, sync_wait, time::ScheduleAt};
+    /// use std::time::{Duration, Instant};
+    /// let deadline = Instant::now() + Duration::from_millis(5);
+    /// // With an inline scheduler the continuation runs on a `senders-firing` thread.
+    /// let at = ScheduleAt::new(InlineScheduler, Some(deadline)).then(|()| Instant::now());
+    /// assert!(sync_wait(at).unwrap().unwrap() >= deadline);
+    /// ```
     pub fn new(sch: Sch, deadline: Option<Instant>) -> Self {
         ScheduleAt { sch, when: When::At(deadline) }
     }
 
     /// Completes on `sch` `delay` after the sender is started (not after it is made:
     /// senders are lazy); a delay too long to represent never passes.
+    ///
+    /// ```
+    /// use senders::{InlineScheduler, sync_wait, time::ScheduleAt};
+    /// use std::time::{Duration, Instant};
+    /// let nap = ScheduleAt::after(InlineScheduler, Duration::from_millis(20));
+    /// std::thread::sleep(Duration::from_millis(30)); // not started yet: no time passes for it
+    /// let start = Instant::now();
+    /// sync_wait(nap).unwrap();
+    /// assert!(start.elapsed() >= Duration::from_millis(20));
+    /// ```
     pub fn after(sch: Sch, delay: Duration) -> Self {
         ScheduleAt { sch, when: When::After(delay) }
     }

@@ -24,7 +24,7 @@
 //! for `'s`, so it may borrow the value and anything the function captured by
 //! reference, but not the function's locals. The operation cannot complete, and so
 //! cannot be dropped, before the join; and it is started only by a blocking root or by
-//! an owner that itself waits (see `docs/DESIGN.md` §5.2).
+//! an owner that itself waits (`README.md` beside this module gives the argument).
 
 use std::cell::UnsafeCell;
 use std::marker::{PhantomData, PhantomPinned};
