@@ -12,6 +12,7 @@ use std::mem::MaybeUninit;
 pub(crate) type Room = MaybeUninit<usize>;
 
 /// Whether a `T` fits the [`Room`], in size and alignment.
+#[inline]
 pub(crate) const fn fits_room<T>() -> bool {
     size_of::<T>() <= size_of::<Room>() && align_of::<T>() <= align_of::<Room>()
 }
@@ -27,12 +28,14 @@ pub struct ReadyFn<'a, V> {
 
 impl<'a, V> ReadyFn<'a, V> {
     /// Whether a state of type `C` may be kept: it fits the word and needs no drop.
+    #[inline]
     pub(crate) const fn fits<C>() -> bool {
         fits_room::<C>() && !std::mem::needs_drop::<C>()
     }
 
     /// Keeps `state`, made into the value when called. The caller checks first that it
     /// [fits](Self::fits) (before taking the state out of its sender).
+    #[inline]
     pub(crate) fn new<C: ReadyCall<Output = V> + 'a>(state: C) -> Self {
         assert!(Self::fits::<C>(), "AnySender: a plain call whose state does not fit");
         let mut room = Room::uninit();
@@ -67,6 +70,7 @@ pub(crate) struct Lazy<V> {
 
 impl<V> Lazy<V> {
     /// Makes the value.
+    #[inline]
     pub(crate) fn call(self) -> V {
         // SAFETY: `call` was made for the state in the room (`ReadyFn::new`), which is
         // read once: `self` is consumed.
