@@ -66,12 +66,14 @@ use std::any::{Any, TypeId};
 use std::cell::UnsafeCell;
 use std::convert::Infallible;
 use std::marker::{PhantomData, PhantomPinned};
-use std::mem::{ManuallyDrop, MaybeUninit};
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::ptr::NonNull;
 
 use crate::env::Env;
 use crate::panic::{Panic, catch};
+pub use crate::ready::ReadyFn;
+use crate::ready::{Lazy, Room, fits_room};
 use crate::receiver::Receiver;
 use crate::scheduler::{MaybeScheduler, NoScheduler, Scheduler};
 use crate::sender::seal::Seal;
@@ -292,16 +294,6 @@ unsafe fn drop_block<V, E, Sch, S, Op>(h: NonNull<Header<V, E, Sch>>) {
 // ---------------------------------------------------------------------------------------
 // A ready value
 
-/// The room an [`AnySender`] has for a ready value of its own, instead of a block: one
-/// word, so that an `AnySender` is two (a tag and the room or the block) and is passed
-/// and returned in registers.
-type Room = MaybeUninit<usize>;
-
-/// Whether a `T` fits the [`Room`], in size and alignment.
-const fn fits_room<T>() -> bool {
-    size_of::<T>() <= size_of::<Room>() && align_of::<T>() <= align_of::<Room>()
-}
-
 /// A `V` kept in one word: built only where `V` fits it ([`Ready::FITS`]).
 struct Ready<V> {
     room: Room,
@@ -335,67 +327,6 @@ impl<V> Drop for Ready<V> {
     fn drop(&mut self) {
         // SAFETY: the room holds a `V` (`new`; `take` forgets `self`).
         unsafe { std::ptr::drop_in_place(self.room.as_mut_ptr().cast::<V>()) }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// A value made by a plain call
-
-/// A value made at once by a plain call from a state of at most one word that needs no
-/// drop: what [`Sender::into_ready_fn`](crate::Sender::into_ready_fn) hands over for
-/// `just(x).then(f)`, so that an [`AnySender`] keeps such a leaf without a heap block.
-/// Only the crate makes one. `'a` is what the state borrows.
-pub struct ReadyFn<'a, V> {
-    lazy: Lazy<V>,
-    _borrow: PhantomData<&'a ()>,
-}
-
-impl<'a, V> ReadyFn<'a, V> {
-    /// Whether a state of type `C` may be kept: it fits the word and needs no drop.
-    pub(crate) const fn fits<C>() -> bool {
-        fits_room::<C>() && !std::mem::needs_drop::<C>()
-    }
-
-    /// Keeps `state`, made into the value when called. The caller checks first that it
-    /// [fits](Self::fits) (before taking the state out of its sender).
-    pub(crate) fn new<C: ReadyCall<Output = V> + 'a>(state: C) -> Self {
-        assert!(Self::fits::<C>(), "AnySender: a plain call whose state does not fit");
-        let mut room = Room::uninit();
-        // SAFETY: the room has the size and alignment for a `C` (asserted).
-        unsafe { room.as_mut_ptr().cast::<C>().write(state) };
-        ReadyFn { lazy: Lazy { call: call_ready::<C>, room }, _borrow: PhantomData }
-    }
-}
-
-/// The state of a [`ReadyFn`]: what makes the value from it.
-pub(crate) trait ReadyCall {
-    /// The value.
-    type Output;
-    /// Makes it.
-    fn call(self) -> Self::Output;
-}
-
-/// # Safety
-///
-/// The room holds a `C` (`ReadyFn::new`), not read before.
-unsafe fn call_ready<C: ReadyCall>(room: Room) -> C::Output {
-    // SAFETY: the caller's contract.
-    unsafe { room.as_ptr().cast::<C>().read() }.call()
-}
-
-/// The lifetime-free part of a [`ReadyFn`], as an [`AnySender`] keeps it (the
-/// `AnySender`'s own lifetime bounds the state's borrows).
-struct Lazy<V> {
-    call: unsafe fn(Room) -> V,
-    room: Room,
-}
-
-impl<V> Lazy<V> {
-    /// Makes the value.
-    fn call(self) -> V {
-        // SAFETY: `call` was made for the state in the room (`ReadyFn::new`), which is
-        // read once: `self` is consumed.
-        unsafe { (self.call)(self.room) }
     }
 }
 
@@ -761,7 +692,7 @@ where
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::SenderExt;
+    use crate::adaptors::then::then;
     use crate::factories::just;
 
     fn kind<V>(s: &AnySender<'_, V>) -> *const () {
@@ -772,16 +703,17 @@ mod tests {
     /// state fits a word and needs no drop, and a block for everything else.
     #[test]
     fn then_of_a_just_is_kept_as_a_plain_call_only_when_its_state_fits_and_needs_no_drop() {
-        assert_eq!(kind(&just(7u64).boxed()), READY);
+        assert_eq!(kind(&AnySender::new(just(7u64))), READY);
         let one_word = 5u32;
-        let lazy = just(2u32).then(move |x| x + one_word).boxed();
+        let lazy = AnySender::new(then(just(2u32), move |x| x + one_word));
         assert!(![BLOCK, READY, TAKEN].contains(&kind(&lazy)), "a plain call, no block");
         assert_eq!(crate::sync_wait(lazy).unwrap(), Some(7));
         let (a, b) = (1u64, 2u64);
-        assert_eq!(kind(&just(()).then(move |()| a + b).boxed()), BLOCK, "two words of state");
+        assert_eq!(kind(&AnySender::new(then(just(()), move |()| a + b))), BLOCK, "two words of state");
         let owned = String::from("drop me");
-        assert_eq!(kind(&just(()).then(move |()| owned.len()).boxed()), BLOCK, "a state with a drop");
-        assert_eq!(kind(&just(()).then(|()| 1).then(|x| x + 1).boxed()), BLOCK, "`then` of a `then`");
+        assert_eq!(kind(&AnySender::new(then(just(()), move |()| owned.len()))), BLOCK, "a state with a drop");
+        let then_of_then = then(then(just(()), |()| 1), |x| x + 1);
+        assert_eq!(kind(&AnySender::new(then_of_then)), BLOCK, "`then` of a `then`");
         assert_eq!(size_of::<AnySender<'_, u64>>(), 2 * size_of::<usize>(), "two words, in registers");
     }
 }

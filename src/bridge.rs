@@ -45,7 +45,7 @@ use crate::env::{EmptyEnv, Env};
 use crate::job::JobRef;
 use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
-use crate::scope::HopTo;
+use crate::scheduler::HopTo;
 use crate::scope::future::{Detached, FutureReceiver, Header, Waiter, connect_work};
 use crate::scope::spawn::SpawnBlock;
 use crate::sender::{OperationState, Sender, SenderTo, sender};

@@ -34,6 +34,20 @@
 //! that customizes only `bulk_chunked` thus runs plain `bulk` and reductions too. A domain whose hook
 //! returned the untransformed sender itself would make the types cyclic, which is a
 //! compile error rather than an endless loop.
+//!
+//! A domain writes only the hooks it customizes:
+//! [`default_transforms!`](crate::default_transforms)`(except ..)` writes every other
+//! one. Adding a customizable algorithm `foo` to the crate therefore breaks no domain
+//! written that way. The recipe:
+//!
+//! 1. [`Domain`]: `type Foo<..>: Sender<..>` and `fn transform_foo(self, Foo<..>,
+//!    Option<&E>) -> Self::Foo<..>` (an `apply_*` hook is a provided method instead, and
+//!    needs only step 4's `@hook` line); [`MaybeDomain`]: `EarlyFoo`/`early_foo`, the
+//!    identity for [`NoDomain`] and the hook called with `None` for every `D: Domain`.
+//! 2. `default_transforms!`: an `(@one foo)` arm writing the default (`sndr.lower()`).
+//! 3. `foo` in the list of the `except` arm.
+//! 4. `(@hook foo) => {};` and `(@unless foo [foo $($rest:ident)*]) => {};`.
+//! 5. A row in the table above; a domain that customizes `foo` in `tests/domains.rs`.
 
 use crate::adaptors::bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunksMut, BulkChunksMutFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked,
@@ -50,8 +64,42 @@ use crate::sender::{Sender, SenderTo};
 /// An execution domain: a tag type that selects implementations of the customizable
 /// algorithms.
 ///
-/// A domain that customizes only one algorithm still names the default for the others;
-/// the [`default_transforms!`](crate::default_transforms) macro writes those items.
+/// A domain writes the hooks of the algorithms it customizes and
+/// [`default_transforms!`](crate::default_transforms)`(except ..)` with their names,
+/// which writes the default of every other hook, those the crate adds later included.
+/// The two `apply_*` hooks are provided methods. A domain that counts its `bulk`s, early
+/// and late, and leaves everything else as it is:
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// use senders::adaptors::{Bulk, BulkFn, BulkImpl};
+/// use senders::{Domain, Env, Scheduler, SenderExt, Sender, SingleThreadContext, default_transforms, sync_wait};
+///
+/// static BULKS: AtomicUsize = AtomicUsize::new(0);
+///
+/// #[derive(Clone, Copy, Default)]
+/// struct Counted;
+/// impl Domain for Counted {
+///     default_transforms!(except bulk);
+///     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = BulkImpl<S, F>;
+///     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
+///         self,
+///         sndr: Bulk<S, F>,
+///         _env: Option<&E>,
+///     ) -> BulkImpl<S, F> {
+///         BULKS.fetch_add(1, Ordering::Relaxed);
+///         sndr.lower()
+///     }
+/// }
+///
+/// let ctx = SingleThreadContext::<Counted>::with_domain("counted");
+/// let sum = ctx.scheduler().schedule().then(|()| AtomicUsize::new(0)).bulk(4, |i, sum: &AtomicUsize| {
+///     sum.fetch_add(i, Ordering::Relaxed);
+/// });
+/// assert_eq!(sync_wait(sum).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+/// assert_eq!(BULKS.load(Ordering::Relaxed), 1, "the domain's own bulk, called when the bulk was built");
+/// ```
 pub trait Domain: Copy + Default + Send + Sync + 'static {
     /// The sender `transform_then` produces.
     type Then<S: Sender, F: ThenFn<S::Value>>: Sender<Value = F::Output, Error = S::Error>;
@@ -64,15 +112,15 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     ) -> Self::Then<S, F>;
     /// Whether `transform_then` is the default (`then` as it is): then an
     /// [`AnySender`](crate::AnySender) may run `then` of a ready value as a plain call, in
-    /// place of a heap block. `false` unless the domain says otherwise;
-    /// [`default_transforms!`](crate::default_transforms)`(then)` says `true`.
+    /// place of a heap block. `false` unless the domain says otherwise; the default
+    /// [`default_transforms!`](crate::default_transforms) writes for `then` says `true`.
     const THEN_IS_DEFAULT: bool = false;
 
     /// The sender `transform_bulk` produces.
     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>>: Sender<Value = S::Value, Error = S::Error>;
     /// Transforms a `bulk` sender; `env` is `None` for early, `Some` for late.
-    /// [`default_transforms!`](crate::default_transforms)`(bulk)` writes the reference's
-    /// default: `bulk_chunked` of the same shape ([`Bulk::into_chunked`]), transformed by
+    /// The default [`default_transforms!`](crate::default_transforms) writes is the
+    /// reference's: `bulk_chunked` of the same shape ([`Bulk::into_chunked`]), transformed by
     /// [`transform_bulk_chunked`](Self::transform_bulk_chunked).
     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
         self,
@@ -165,17 +213,83 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
 
 /// Writes the default (non-customized) transform hooks of a [`Domain`] impl.
 ///
+/// `default_transforms!(except a, b)` writes the default of every hook but `a` and `b`,
+/// which the impl writes itself; `default_transforms!(all)` writes every default. A hook
+/// the crate adds later gets its default in both forms, so a domain written this way
+/// keeps compiling. The names are the algorithms' (`then`, `bulk`, `bulk_chunked`,
+/// `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, `bulk_reduce`, `when_all`); `apply_spawn` and `apply_sync_wait` are
+/// provided methods and may be named too. A name that is no hook does not compile.
+///
 /// ```
-/// use senders::{Domain, default_transforms};
+/// use senders::adaptors::{Then, ThenFn, ThenImpl};
+/// use senders::{Domain, Env, Sender, default_transforms};
+///
 /// #[derive(Clone, Copy, Default)]
 /// struct Traced;
 /// impl Domain for Traced {
-///     default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+///     default_transforms!(except then);
+///     type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
+///     fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
+///         self,
+///         sndr: Then<S, F>,
+///         env: Option<&E>,
+///     ) -> ThenImpl<S, F> {
+///         println!("then, {}", if env.is_some() { "late" } else { "early" });
+///         sndr.lower()
+///     }
 /// }
 /// ```
+///
+/// A name that is no hook is an error, not a silently written default:
+///
+/// ```compile_fail
+/// # use senders::{Domain, default_transforms};
+/// #[derive(Clone, Copy, Default)]
+/// struct Typo;
+/// impl Domain for Typo {
+///     default_transforms!(except thne);
+/// }
+/// ```
+///
+/// The older form lists the defaults instead, `default_transforms!(bulk, when_all)`: it
+/// writes just those, so such a domain must name each hook added later.
 #[macro_export]
 macro_rules! default_transforms {
+    (except $($custom:ident),* $(,)?) => {
+        $( $crate::default_transforms!(@hook $custom); )*
+        $crate::default_transforms!(@each [$($custom)*] [
+            then bulk bulk_chunked bulk_unchunked bulk_each bulk_chunks_mut bulk_reduce when_all
+        ]);
+    };
+    (all) => { $crate::default_transforms!(except); };
     ($($algo:ident),* $(,)?) => { $( $crate::default_transforms!(@one $algo); )* };
+    // Every hook's name.
+    (@hook then) => {};
+    (@hook bulk) => {};
+    (@hook bulk_chunked) => {};
+    (@hook bulk_unchunked) => {};
+    (@hook bulk_each) => {};
+    (@hook bulk_chunks_mut) => {};
+    (@hook bulk_reduce) => {};
+    (@hook when_all) => {};
+    (@hook apply_spawn) => {};
+    (@hook apply_sync_wait) => {};
+    (@hook $other:ident) => {
+        ::core::compile_error!(::core::concat!("default_transforms!: `", ::core::stringify!($other), "` is no hook of `Domain`"));
+    };
+    (@each $custom:tt [$($hook:ident)*]) => { $( $crate::default_transforms!(@unless $hook $custom); )* };
+    // `@unless hook [names]`: the default of `hook` unless `names` holds it.
+    (@unless then [then $($rest:ident)*]) => {};
+    (@unless bulk [bulk $($rest:ident)*]) => {};
+    (@unless bulk_chunked [bulk_chunked $($rest:ident)*]) => {};
+    (@unless bulk_unchunked [bulk_unchunked $($rest:ident)*]) => {};
+    (@unless bulk_each [bulk_each $($rest:ident)*]) => {};
+    (@unless bulk_chunks_mut [bulk_chunks_mut $($rest:ident)*]) => {};
+    (@unless bulk_reduce [bulk_reduce $($rest:ident)*]) => {};
+    (@unless when_all [when_all $($rest:ident)*]) => {};
+    (@unless $hook:ident [$other:ident $($rest:ident)*]) => { $crate::default_transforms!(@unless $hook [$($rest)*]); };
+    (@unless $hook:ident []) => { $crate::default_transforms!(@one $hook); };
+    // The defaults.
     (@one then) => {
         type Then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>> = $crate::adaptors::ThenImpl<S, F>;
         const THEN_IS_DEFAULT: bool = true;
@@ -279,7 +393,7 @@ macro_rules! default_transforms {
 pub struct DefaultDomain;
 
 impl Domain for DefaultDomain {
-    default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+    default_transforms!(all);
 }
 
 /// The absence of a known domain. It resolves to [`DefaultDomain`], but unlike it,

@@ -83,10 +83,12 @@
 //! | `src/job.rs` | `JobRef` and [`SpawnedOp`](crate::scope::SpawnedOp): the one type-erased "run this, once" |
 //! | `src/panic.rs` | [`Panic`], catching user panics, the abort guard of code that must not unwind |
 //! | `src/block.rs` | heap blocks recycled per thread, for everything allocated while work runs |
+//! | `src/blocking.rs` | what a thread does before it blocks (a pool worker hands out its latent forks) |
 //! | `src/inplace.rs` | `InPlace`: an optional value built where it lives |
 //! | `src/stop/` | in-place stop tokens, callbacks, merged sources, and the forwarder of stop requests |
 //! | `src/env.rs` | environments and queries |
 //! | `src/sender.rs`, `src/receiver.rs`, `src/scheduler.rs` | the core traits ([`Sender`], [`Receiver`], [`OperationState`], [`Scheduler`], [`Awaitable`]) and the `sender!` macro that declares the crate's senders |
+//! | `src/ready.rs` | `ReadyFn`: a value made by a plain call from one word of state, which an `AnySender` keeps without a heap block |
 //! | `src/domain.rs` | domains: the customization hooks and early and late dispatch (P2999) |
 //! | `src/outcome.rs` | a completion stored as a value, and the one conversion into it |
 //! | `src/factories/` | `just`, `just_error`, `just_stopped`, `read_env`, `defer` |
@@ -113,6 +115,7 @@
 pub mod adaptors;
 pub mod any;
 mod block;
+mod blocking;
 pub mod bridge;
 pub mod consumers;
 pub mod domain;
@@ -125,6 +128,7 @@ mod outcome;
 mod panic;
 pub mod pool;
 pub mod prelude;
+mod ready;
 mod receiver;
 mod scheduler;
 pub mod schedulers;

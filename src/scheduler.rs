@@ -1,8 +1,10 @@
 //! Schedulers, and the marker for "no scheduler".
 
 use crate::domain::{MaybeDomain, NoDomain};
-use crate::sender::Sender;
+use crate::receiver::Receiver;
+use crate::sender::{OperationState, Sender, SenderTo};
 use std::convert::Infallible;
+use std::pin::Pin;
 
 /// A handle to an execution resource: `schedule()` returns a sender that completes
 /// with `()` on that resource.
@@ -90,4 +92,42 @@ impl<T: Scheduler> MaybeScheduler for T {
 /// ```
 pub fn schedule<S: Scheduler>(scheduler: &S) -> S::Sender {
     scheduler.schedule()
+}
+
+/// A hop onto a scheduler, or none: `connect(schedule(sch), rcvr)` for a scheduler, and
+/// for [`NoScheduler`] nothing, so that the caller completes inline. The end of a
+/// `let_async_scope`, a [`Task`](crate::Task) resuming on its scheduler and
+/// [`from_future`](crate::from_future()) hopping to poll go through it.
+pub trait HopTo<R>: MaybeScheduler {
+    /// The operation of the hop.
+    type Op: OperationState;
+    /// `connect(schedule(self), rcvr)`, or `None` to complete inline.
+    fn hop(&self, rcvr: R) -> Option<Self::Op>;
+}
+
+impl<R> HopTo<R> for NoScheduler {
+    type Op = NoHop;
+    fn hop(&self, _rcvr: R) -> Option<NoHop> {
+        None
+    }
+}
+
+impl<Sch: Scheduler, R: Receiver<(), Infallible>> HopTo<R> for Sch
+where
+    Sch::Sender: SenderTo<R>,
+{
+    type Op = <Sch::Sender as SenderTo<R>>::Operation;
+    fn hop(&self, rcvr: R) -> Option<Self::Op> {
+        Some(self.schedule().connect(rcvr))
+    }
+}
+
+/// The hop of an environment without a scheduler: there is none.
+#[derive(Debug)]
+pub enum NoHop {}
+
+impl OperationState for NoHop {
+    unsafe fn start(self: Pin<&mut Self>) {
+        match *self {}
+    }
 }

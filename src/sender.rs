@@ -76,7 +76,7 @@ pub trait Sender: Sized {
     ///
     /// [`AnySender`](crate::AnySender) asks, to keep such a leaf without a heap block.
     #[doc(hidden)]
-    fn into_ready_fn<'a, En: crate::env::Env>(self, _: Seal) -> Result<crate::any::ReadyFn<'a, Self::Value>, Self>
+    fn into_ready_fn<'a, En: crate::env::Env>(self, _: Seal) -> Result<crate::ready::ReadyFn<'a, Self::Value>, Self>
     where
         Self: 'a,
     {

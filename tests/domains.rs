@@ -39,7 +39,7 @@ macro_rules! counting_domain {
             }
         }
         impl Domain for $name {
-            default_transforms!(then, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+            default_transforms!(except bulk, apply_sync_wait);
             type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = BulkImpl<S, F>;
             fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
                 self,
@@ -173,7 +173,7 @@ fn a_domain_that_customizes_then_sees_it_through_an_erased_then_of_just() {
     struct ThenDomain;
     static LATE_THENS: AtomicUsize = AtomicUsize::new(0);
     impl Domain for ThenDomain {
-        default_transforms!(bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+        default_transforms!(except then);
         type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
         fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
             self,
@@ -196,7 +196,7 @@ fn a_domain_that_customizes_then_sees_it_through_an_erased_then_of_just() {
 }
 
 /// P3481 defines `bulk` through `bulk_chunked`: a domain that customizes only
-/// `bulk_chunked` (its `default_transforms!` writes `bulk`) sees a plain `bulk`, early
+/// `bulk_chunked` (`default_transforms!` writes `bulk`) sees a plain `bulk`, early
 /// and late, and the chunk function it gets runs every index of the `bulk`.
 #[test]
 fn a_domain_that_customizes_only_bulk_chunked_sees_plain_bulk() {
@@ -207,7 +207,7 @@ fn a_domain_that_customizes_only_bulk_chunked_sees_plain_bulk() {
     static EARLY: AtomicUsize = AtomicUsize::new(0);
     static LATE: AtomicUsize = AtomicUsize::new(0);
     impl Domain for ChunkedDomain {
-        default_transforms!(then, bulk, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+        default_transforms!(except bulk_chunked);
         type BulkChunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>> = BulkChunkedImpl<S, F>;
         fn transform_bulk_chunked<S: Sender, F: BulkChunkedFn<S::Value, S::Error>, E: Env>(
             self,
@@ -235,4 +235,86 @@ fn a_domain_that_customizes_only_bulk_chunked_sees_plain_bulk() {
         });
     assert_eq!(sync_wait(chunked).unwrap().unwrap().into_inner(), 1 + 2 + 3);
     assert_eq!(counts(), (2, 1));
+}
+
+/// A domain names only the hooks it customizes: this one was written when `then` and
+/// `bulk` were the crate's whole list, and says nothing of `bulk_chunked`,
+/// `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, `bulk_reduce` or `when_all`, added
+/// since. It compiles, its two hooks run, early and late, and every other algorithm
+/// under it takes the default.
+#[test]
+fn a_domain_written_against_an_older_list_of_hooks_gets_the_defaults_of_the_newer_ones() {
+    use senders::adaptors::{Then, ThenFn, ThenImpl};
+
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    struct OldDomain;
+    static THENS: AtomicUsize = AtomicUsize::new(0);
+    static BULKS: AtomicUsize = AtomicUsize::new(0);
+    impl Domain for OldDomain {
+        default_transforms!(except then, bulk);
+        type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
+        fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
+            self,
+            sndr: Then<S, F>,
+            _env: Option<&E>,
+        ) -> ThenImpl<S, F> {
+            THENS.fetch_add(1, Ordering::SeqCst);
+            sndr.lower()
+        }
+        type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = BulkImpl<S, F>;
+        fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
+            self,
+            sndr: Bulk<S, F>,
+            _env: Option<&E>,
+        ) -> BulkImpl<S, F> {
+            BULKS.fetch_add(1, Ordering::SeqCst);
+            sndr.lower()
+        }
+    }
+    let counts = || (THENS.load(Ordering::SeqCst), BULKS.load(Ordering::SeqCst));
+
+    let ctx = SingleThreadContext::<OldDomain>::with_domain("old");
+    let sched = ctx.scheduler();
+    let bulk = sched.schedule().then(|()| AtomicUsize::new(0)).bulk(4, add_index);
+    assert_eq!(counts(), (1, 1), "the domain's then and bulk, early");
+    assert_eq!(sync_wait(bulk).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    let late = starts_on(sched.clone(), just(AtomicUsize::new(0)).bulk(4, add_index));
+    assert_eq!(sync_wait(late).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    assert_eq!(counts(), (1, 2), "the domain's bulk, late");
+
+    // The hooks it does not name: the defaults, which do not call its own.
+    let chunked = sched.schedule().then(|()| AtomicUsize::new(0)).bulk_chunked(4, |lo, hi, sum: &AtomicUsize| {
+        (lo..hi).for_each(|i| add_index(i, sum));
+    });
+    let unchunked = sched.schedule().then(|()| AtomicUsize::new(0)).bulk_unchunked(4, add_index);
+    let each = sched.schedule().then(|()| vec![1, 2, 3]).bulk_each(|_, x: &mut i32| *x *= 10);
+    let both = when_all((sched.schedule().then(|()| 1), sched.schedule().then(|()| 2)));
+    assert_eq!(counts(), (6, 2), "one then apiece, and no bulk hook for the other bulks");
+    assert_eq!(sync_wait(chunked).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    assert_eq!(sync_wait(unchunked).unwrap().unwrap().into_inner(), 1 + 2 + 3);
+    assert_eq!(sync_wait(each).unwrap(), Some(vec![10, 20, 30]));
+    assert_eq!(sync_wait(both).unwrap(), Some((1, 2)));
+    assert_eq!(counts(), (6, 2));
+}
+
+/// The older form, which lists the defaults, still writes just those.
+#[test]
+fn a_domain_that_lists_its_defaults_still_compiles() {
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    struct Listed;
+    impl Domain for Listed {
+        default_transforms!(
+            then,
+            bulk,
+            bulk_chunked,
+            bulk_unchunked,
+            bulk_each,
+            bulk_chunks_mut,
+            bulk_reduce,
+            when_all
+        );
+    }
+    let ctx = SingleThreadContext::<Listed>::with_domain("listed");
+    let sndr = ctx.scheduler().schedule().then(|()| AtomicUsize::new(0)).bulk(3, add_index);
+    assert_eq!(sync_wait(sndr).unwrap().unwrap().into_inner(), 1 + 2);
 }

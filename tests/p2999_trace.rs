@@ -92,7 +92,7 @@ macro_rules! trace_domain {
                 let (sndr, f) = sndr.into_parts();
                 TraceThen { sndr, f, name: $name }
             }
-            default_transforms!(bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+            default_transforms!(except then);
         }
     };
 }

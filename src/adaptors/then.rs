@@ -4,10 +4,10 @@ use std::convert::Infallible;
 
 use sync_wrapper::SyncWrapper;
 
-use crate::any::{ReadyCall, ReadyFn};
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::env::Env;
 use crate::panic::{Panic, catch, discard};
+use crate::ready::{ReadyCall, ReadyFn};
 use crate::receiver::Receiver;
 use crate::sender::seal::Seal;
 use crate::sender::{Sender, SenderTo, adaptor_sender};

@@ -15,7 +15,6 @@ use crate::adaptors::bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunksMut, BulkChunksMutFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked,
     Grain,
 };
-use crate::adaptors::then::{Then, ThenFn, ThenImpl};
 use crate::adaptors::when_all::{
     ConnectTuple, SenderTuple, Shared as WhenAllShared, StartPolicy, WhenAll, WhenAllImpl,
 };
@@ -34,11 +33,10 @@ use crate::sender::Sender;
 pub struct PoolDomain;
 
 impl Domain for PoolDomain {
-    type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
-    const THEN_IS_DEFAULT: bool = true;
-    fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(self, sndr: Then<S, F>, _: Option<&E>) -> ThenImpl<S, F> {
-        sndr.lower()
-    }
+    crate::default_transforms!(except bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, when_all, apply_spawn);
+    // `bulk_reduce` keeps its default: reductions run on the pool's own `bulk_chunked`
+    // (`adaptors/reduce.rs`), each chunk folded where it runs and merged with its
+    // finished neighbours there.
 
     type Bulk<S: Sender, F: BulkFn<S::Value, S::Error>> = PoolBulk<S, BulkKernel<F>>;
     fn transform_bulk<S: Sender, F: BulkFn<S::Value, S::Error>, E: Env>(
@@ -105,10 +103,6 @@ impl Domain for PoolDomain {
         let (sndr, chunk_len, f) = sndr.into_parts();
         PoolBulk::new(sndr, BulkChunksMutKernel::new(f, chunk_len, grain))
     }
-
-    // Reductions run on the pool's own `bulk_chunked` (`adaptors/reduce.rs`): each chunk
-    // is folded where it runs and merged with its finished neighbours there.
-    crate::default_transforms!(bulk_reduce);
 
     type WhenAll<C: SenderTuple> = WhenAllImpl<C, ForkOnPool>;
 

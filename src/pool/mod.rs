@@ -12,6 +12,7 @@
 //! | `lane.rs` | deques of their own for outside threads that submit |
 //! | `latent.rs` | a worker's latent forks: held privately, published when another worker is hungry |
 //! | `sleep.rs` | idle workers' sleep and wake-up |
+//! | `shard_index.rs` | each worker's index in every scope's shards, unique among live workers of all pools |
 //! | `deque.rs` | the work-stealing deques (crossbeam's, or a loom model) |
 //! | `global.rs` | the default pool |
 //! | `tests.rs` | white-box tests of the queues, the reference count and the spawn hook |
@@ -50,6 +51,7 @@ mod latent;
 mod refs;
 mod registry;
 mod scheduler;
+pub(crate) mod shard_index;
 mod sleep;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -63,16 +65,6 @@ pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use registry::{WakeWorker, WorkerThread};
-
-/// Publishes the calling worker's latent forks (any pool's), if it is a worker: it is
-/// about to block, and only the other workers can run them meanwhile.
-pub(crate) fn publish_latent_forks() {
-    WorkerThread::with_current(|worker| {
-        if let Some(worker) = worker {
-            worker.publish_latent();
-        }
-    });
-}
 
 pub use scheduler::{PoolOp, PoolScheduler, PoolSender};
 pub use thread_pool::{BuildError, DEFAULT_STACK_SIZE, PoolBuilder, StaticThreadPool};

@@ -750,7 +750,8 @@ impl WorkerThread {
         };
         CURRENT.with(|c| c.set(&worker));
         // The worker's shard slot in every scope, for as long as it runs.
-        let _shard = crate::scope::shard_index::claim();
+        let _shard = super::shard_index::claim();
+        crate::blocking::set_before_blocking(publish_latent_forks);
         // Whether this worker counts itself in `hungry`: from its first look that found
         // nothing to the next that finds a job. Only a pool with latent forks reads the
         // count, so only such a pool keeps it.
@@ -964,4 +965,15 @@ impl Registry {
     pub(super) fn is_terminating(&self) -> bool {
         self.terminating.load(Ordering::SeqCst)
     }
+}
+
+/// Publishes the calling worker's latent forks (any pool's), if it is a worker: it is
+/// about to block, and only the other workers can run them meanwhile. Each worker sets
+/// it as what its thread does before it blocks (`crate::blocking`).
+fn publish_latent_forks() {
+    WorkerThread::with_current(|worker| {
+        if let Some(worker) = worker {
+            worker.publish_latent();
+        }
+    });
 }

@@ -334,8 +334,8 @@ impl RunLoop {
                 continue;
             }
             // On a pool worker, what this loop waits for may be a fork the worker holds
-            // latent: hand them all to the other workers before blocking.
-            crate::pool::publish_latent_forks();
+            // latent: the worker hands them all to the other workers before blocking.
+            crate::blocking::before_blocking();
             q = match inner.ready.wait(q) {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),

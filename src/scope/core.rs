@@ -145,7 +145,7 @@ impl ScopeCore {
 
     /// A core with one shard per pool worker slot there may be.
     pub(crate) fn acquire_sharded() -> &'static ScopeCore {
-        Self::acquire(super::shard_index::high_water().max(num_cpus::get()))
+        Self::acquire(crate::pool::shard_index::high_water().max(num_cpus::get()))
     }
 
     /// Returns a droppable core to the free list under a new generation.

@@ -15,9 +15,9 @@ use crate::stop::StopToken;
 
 use super::core::ScopeCore;
 use super::counter::{Home, JoinStart, ScopeState};
-use super::shard_index;
 use super::token::{Association, ScopeLifetime, ScopeToken};
 use crate::job::JobRef;
+use crate::pool::shard_index;
 
 /// How a scope counts its associations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,10 +8,9 @@
 //! | `future.rs` | [`spawn_future`], and the two-sided block it shares with `into_awaitable` |
 //! | `nest.rs` | [`nest`] |
 //! | `counting.rs` | [`SimpleCountingScope`], [`CountingScope`], their tokens and join |
-//! | `let_scope.rs` | [`let_async_scope`] |
+//! | `let_scope/` | [`let_async_scope`]: the operation (`mod.rs`); the scope's shared part, its token and association (`association.rs`); the final completion, the hop and the returned sender's receiver (`completion.rs`) |
 //! | `counter.rs` | the sharded counter, its state machine and the join's wait |
 //! | `core.rs` | a scope's counter, stop source and first panic, in type-stable memory |
-//! | `shard_index.rs` | each pool worker's index in every scope's shards |
 
 mod core;
 pub(crate) mod counter;
@@ -19,11 +18,11 @@ mod counting;
 pub(crate) mod future;
 mod let_scope;
 mod nest;
-pub(crate) mod shard_index;
 pub(crate) mod spawn;
 mod token;
 
 pub use crate::job::SpawnedOp;
+pub use crate::scheduler::{HopTo, NoHop};
 pub use counter::ScopeState;
 pub use counting::{
     CounterKind, CountingScope, CountingToken, JoinHop, JoinOp, JoinSender, ScopeAssociation, SimpleCountingScope,
@@ -31,8 +30,8 @@ pub use counting::{
 };
 pub use future::{Detached, FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
-    HopTo, IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
-    NoHop, let_async_scope,
+    IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
+    let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
 pub use spawn::{SpawnReceiver, Spawnable, spawn};

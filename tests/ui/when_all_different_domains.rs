@@ -5,13 +5,13 @@ use senders::{Domain, Scheduler, SingleThreadContext, sync_wait, when_all};
 #[derive(Clone, Copy, Default)]
 struct DomainA;
 impl Domain for DomainA {
-    senders::default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+    senders::default_transforms!(all);
 }
 
 #[derive(Clone, Copy, Default)]
 struct DomainB;
 impl Domain for DomainB {
-    senders::default_transforms!(then, bulk, bulk_chunked, bulk_unchunked, bulk_each, bulk_chunks_mut, bulk_reduce, when_all);
+    senders::default_transforms!(all);
 }
 
 fn main() {
