@@ -119,7 +119,8 @@ impl<S, F, Sch, S2> std::fmt::Debug for LetAsyncScope<'_, S, F, Sch, S2> {
 ///   returns it), that scheduler's domain, user queries, and the scope's stop token.
 /// - The operation completes on the receiver's scheduler (inline if the environment has
 ///   none, or if nothing was left running at the join).
-/// - The value is dropped with the operation. To have it back after the join, keep it
+/// - The value is dropped after the join, before the operation completes (a panic in its
+///   `Drop` replaces a value, an error or a stop). To have it back after the join, keep it
 ///   in a [`let_value_ref`](crate::SenderExt::let_value_ref) around the scope: the
 ///   scope's work borrows it from there, and `let_value_ref` hands it on once the scope
 ///   has completed:
@@ -441,7 +442,22 @@ pub(crate) struct LetTail<Sch, E, V2, R> {
     result: sync::UnsafeCell<Option<Option<V2>>>,
     /// Forwards the outer stop request to the scope.
     stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    /// Drops the scoped value (in the state that holds this tail), once the scope is
+    /// joined: the state's address and a function that takes the value out and drops it,
+    /// returning a panic of its `Drop`.
+    drop_value: UnsafeCell<Option<(StateAddr, DropValue)>>,
 }
+
+/// The address of the state that holds a [`LetTail`], for its `drop_value`.
+struct StateAddr(*const ());
+
+// SAFETY: only the final completion uses it, on whichever thread that runs, to drop the
+// scoped value that the same state holds: the state is `Send` only where that value is.
+unsafe impl Send for StateAddr {}
+
+/// What [`LetTail::drop_value`] calls: drops the scoped value of the state at the
+/// address.
+type DropValue = unsafe fn(*const ()) -> Result<(), Panic>;
 
 impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
     fn shared(&self) -> &LetScopeShared<Sch, E> {
@@ -467,6 +483,19 @@ impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
         };
         let shared = self.shared();
         let panic = shared.core.take_panic();
+        // DROP ORDER: the scoped value goes before the completion (nothing borrows it
+        // any more: the scope is joined); a panic in its `Drop` loses to a panic and
+        // replaces an error, a value or a stop.
+        // SAFETY: the caller's contract: the scope is joined, and the state that holds
+        // the value is the one that holds this tail, alive.
+        let value_dropped = unsafe { (*self.drop_value.get()).take().map_or(Ok(()), |(state, f)| f(state.0)) };
+        let panic = match (panic, value_dropped) {
+            (Some(p), dropped) => {
+                drop(dropped);
+                Some(p)
+            }
+            (None, dropped) => dropped.err(),
+        };
         // SAFETY: the join ordered every write of the slot before this read.
         let error = shared.error.with_mut(|e| unsafe { (*e).take() });
         shared.core.release();
@@ -664,6 +693,18 @@ where
     /// # Safety
     ///
     /// `data` is the started, pinned state; called once, after the scope is released.
+    /// Drops the scoped value of the state at `state`.
+    ///
+    /// # Safety
+    ///
+    /// `state` is a live `LetScopeState` of this type whose scope is joined: nothing
+    /// borrows the value any more.
+    unsafe fn drop_value(state: *const ()) -> Result<(), Panic> {
+        // SAFETY: the caller's contract.
+        let value = unsafe { (*(*state.cast::<LetScopeState<S, F, Sch, S2, R>>()).args.get()).take() };
+        discard(value)
+    }
+
     unsafe fn joined(data: *const (), (): ()) {
         // SAFETY: the caller's contract.
         let state = unsafe { &*data.cast::<LetScopeState<S, F, Sch, S2, R>>() };
@@ -730,6 +771,7 @@ where
             Pin::new_unchecked(cb).register();
 
             let args = (*state.args.get()).insert(value);
+            *state.tail.drop_value.get() = Some((StateAddr(std::ptr::from_ref(state).cast()), Self::drop_value));
             let f = (*state.f.get()).take().expect("let_async_scope: function runs once");
             // The result sender's association is taken before the join starts, so the
             // join cannot finish before that sender completes.
@@ -814,6 +856,7 @@ where
                     shared: UnsafeCell::new(None),
                     result: sync::UnsafeCell::new(None),
                     stop_cb: UnsafeCell::new(None),
+                    drop_value: UnsafeCell::new(None),
                 },
                 f: UnsafeCell::new(Some(self.f)),
                 args: UnsafeCell::new(None),
