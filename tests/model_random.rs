@@ -98,8 +98,7 @@
 //!
 //! # Panics in `Drop`, in stop callbacks, and liveness
 //!
-//! - `Bomb`: a value whose `Drop` panics ("model drop N"; only with `MODEL_BOMBS=1`, see
-//!   [`bombs_enabled`]). The reference follows the discard rule: a user function that
+//! - `Bomb`: a value whose `Drop` panics ("model drop N"; none with `MODEL_BOMBS=0`). The reference follows the discard rule: a user function that
 //!   consumes it panics there; an adaptor that drops it (a failing `when_all` or `bulk`,
 //!   a stop, `let_value`'s input on the body's error, a `when_any` loser, the scoped
 //!   value) completes with that panic instead of a value, error or stop, and a panic that
@@ -328,6 +327,13 @@ fn combos(sets: &[Set]) -> Vec<Vec<Out>> {
 /// `let_async_scope` child): then every stop-sensitive node may also complete stopped.
 fn reference(n: &Node, stop: bool) -> Set {
     let r = |n: &Node| reference(n, stop);
+    // The bombs of the input a stop-sensitive node holds while it runs (`bulk`, the
+    // hop of `continues_on`, the timer of `After`): a stop drops them.
+    let mut held: Vec<u8> = Vec::new();
+    let mut holding = |input: Set| {
+        held.extend(bombs(&input));
+        input
+    };
     let set = match n {
         Node::Just(v) => one(Out::Val(*v, None)),
         Node::JustError(e) => one(Out::Err(*e)),
@@ -419,7 +425,7 @@ fn reference(n: &Node, stop: bool) -> Set {
             }
             out
         }
-        Node::Bulk(i, shape, fail) => map(r(i), |o| match (o, fail) {
+        Node::Bulk(i, shape, fail) => map(holding(r(i)), |o| match (o, fail) {
             (Out::Val(_, bomb), Some(BulkFail::Error(at, e))) if at < shape => one(discarding(bomb, Out::Err(*e))),
             (Out::Val(..), Some(BulkFail::Panic(at, t))) if at < shape => one(Out::Panic(panic_msg(*t))),
             (o, _) => one(o),
@@ -441,7 +447,8 @@ fn reference(n: &Node, stop: bool) -> Set {
             Out::Stop => one(Out::Err(*e)),
             o => one(o),
         }),
-        Node::ContinuesOn(i) | Node::StartsOn(i) | Node::Nest(i) | Node::SpawnFuture(i) | Node::After(i, _) => r(i),
+        Node::ContinuesOn(i) | Node::After(i, _) => holding(r(i)),
+        Node::StartsOn(i) | Node::Nest(i) | Node::SpawnFuture(i) => r(i),
         Node::Timeout(i, limit) => {
             let fires = !matches!(limit, Limit::Long);
             // The timer's win requests stop on the child.
@@ -522,7 +529,7 @@ fn reference(n: &Node, stop: bool) -> Set {
     if stop && stop_sensitive(n) {
         // Stopped, or a bomb it held dropped when it stopped.
         let mut set = set;
-        let held: Vec<u8> = bombs(&set).collect();
+        held.extend(bombs(&set));
         set.insert(Out::Stop);
         set.extend(held.into_iter().map(dropped));
         return set;
@@ -597,6 +604,10 @@ const DROP_DELAY: Duration = Duration::from_micros(200);
 /// A value or error of a tree: a number, tracked, whose `Drop` panics with
 /// [`drop_msg`] if it carries a bomb (and the thread is not unwinding already: a second
 /// panic would abort). The tracked count is given back after that panic too.
+///
+/// The model's functions drop a consumed value explicitly before they make their
+/// result: a parameter whose `Drop` panics after the result was made leaks that result
+/// (Rust does not drop a function's finished return value on that unwind).
 struct V<'a> {
     value: i64,
     bomb: Bomb,
@@ -1074,7 +1085,11 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
                     }
                     // The returned sender may not borrow the value: it gets a copy.
                     let x = cx.t(v.value);
-                    body.then(move |b| cx.t(b.value.wrapping_add(x.value)))
+                    body.then(move |b| {
+                        let y = b.value.wrapping_add(x.value);
+                        drop(b);
+                        cx.t(y)
+                    })
                 })
                 .boxed()
         }
@@ -1311,11 +1326,9 @@ fn limit() -> impl Strategy<Value = Limit> {
     ]
 }
 
-/// Whether the trees have values whose `Drop` panics (`MODEL_BOMBS=1`). Off by default:
-/// a `let_async_scope` on the pool whose body's value panics in its `Drop` leaves a
-/// tracked value alive after `sync_wait` returned (the tree `LetScope(Task([], None), [], Bomb(Just(0), 0), None)`, every time).
+/// Whether the trees have values whose `Drop` panics: yes, unless `MODEL_BOMBS=0`.
 fn bombs_enabled() -> bool {
-    std::env::var("MODEL_BOMBS").is_ok_and(|v| v == "1")
+    std::env::var("MODEL_BOMBS").map_or(true, |v| v != "0")
 }
 
 fn tree() -> impl Strategy<Value = Node> {
@@ -1358,7 +1371,7 @@ fn tree() -> impl Strategy<Value = Node> {
             1 => (prop::collection::vec(inner.clone(), 0..=3), panic_tag()).prop_map(|(cs, p)| Node::Task(cs, p)),
             1 => (b(), 0u16..1500).prop_map(|(i, us)| Node::After(i, us)),
             1 => (b(), limit()).prop_map(|(i, l)| Node::Timeout(i, l)),
-            // Without `MODEL_BOMBS`, a `then` that adds nothing stands in for a bomb.
+            // With `MODEL_BOMBS=0`, a `then` that adds nothing stands in for a bomb.
             1 => (b(), 0u8..8).prop_map(|(i, t)| if bombs_enabled() { Node::Bomb(i, t) } else { Node::Then(i, 0, None) }),
             // At most one waiter, so that a sibling completes on its own and stops it.
             1 => (prop::collection::vec(inner.clone(), 2..=3), prop::option::of((0usize..3, 0u8..8))).prop_map(
@@ -1627,6 +1640,23 @@ fn directed() -> Vec<(&'static str, Node, StopMode)> {
     let b = Box::new;
     let work = || Then(b(Then(b(ContinuesOn(b(Just(1)))), 1, None)), 1, None);
     vec![
+        (
+            "when_all drops a sibling's value whose Drop panics before it completes",
+            WhenAll(vec![Bomb(b(Just(1)), 0), ContinuesOn(b(JustError(2)))]),
+            StopMode::Never,
+        ),
+        (
+            "let_async_scope drops a scoped value whose Drop panics before it completes",
+            LetScope(b(Bomb(b(Just(0)), 1)), vec![], b(Just(1)), None),
+            StopMode::Never,
+        ),
+        ("a stopped hop drops a value whose Drop panics", ContinuesOn(b(Bomb(b(Just(0)), 2))), StopMode::Before),
+        (
+            "an error passes a function whose Drop panics, and is dropped first",
+            LetValue(b(Bomb(b(Just(0)), 3)), b(ContinuesOn(b(JustError(1)))), None),
+            StopMode::Never,
+        ),
+        ("a when_any loser's stop callback panics", WhenAny(vec![ContinuesOn(b(Just(1))), Waiter(4)]), StopMode::Never),
         ("a hop under a stop requested before it", ContinuesOn(b(Just(1))), StopMode::Before),
         (
             "a hop under a stop requested before it, then `then`",
