@@ -834,7 +834,13 @@ impl<V> ListCells<V> {
             if first.is_null() {
                 return Ok(());
             }
-            (0..self.len).fold(Ok(()), |acc, i| acc.and((*first.byte_add(i * stride)).drop_value()))
+            // Every cell, even after a panic (no short circuit): the first panic is kept.
+            let mut first_panic = Ok(());
+            for i in 0..self.len {
+                let dropped = (*first.byte_add(i * stride)).drop_value();
+                first_panic = first_panic.and(dropped);
+            }
+            first_panic
         }
     }
 }
