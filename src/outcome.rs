@@ -24,11 +24,14 @@ impl<V, E> Outcome<V, E> {
         }
     }
 
-    /// The panic it holds; anything else it holds is dropped here, in this call.
+    /// The panic it holds; anything else it holds is dropped here, in this call, and a
+    /// panic of that `Drop` is returned instead.
     pub(crate) fn into_panic(self) -> Option<Panic> {
         match self {
             Outcome::Panic(p) => Some(p),
-            Outcome::Value(_) | Outcome::Error(_) | Outcome::Stopped => None,
+            Outcome::Value(v) => crate::panic::discard(v).err(),
+            Outcome::Error(e) => crate::panic::discard(e).err(),
+            Outcome::Stopped => None,
         }
     }
 

@@ -96,6 +96,30 @@
 //!   failure. This is an over-approximation: it does not say which of these nodes must
 //!   stop.
 //!
+//! # Panics in `Drop`, in stop callbacks, and liveness
+//!
+//! - `Bomb`: a value whose `Drop` panics ("model drop N"; none with `MODEL_BOMBS=0`). The reference follows the discard rule: a user function that
+//!   consumes it panics there; an adaptor that drops it (a failing `when_all` or `bulk`,
+//!   a stop, `let_value`'s input on the body's error, a `when_any` loser, the scoped
+//!   value) completes with that panic instead of a value, error or stop, and a panic that
+//!   came first stays. A bomb that reaches the root is observed, and defused, there.
+//! - `Callback` and `Waiter`: user senders ([`StopLeaf`]) whose stop callbacks panic
+//!   ("model stop callback N"). The panic surfaces at whoever requested the stop (a
+//!   `when_all`, `when_any` or `timeout`, a scope, `stop_when`), which passes it on as
+//!   the leaf's own panic would: so the reference gives the leaf that panic as a possible
+//!   completion wherever a stop may be requested. A user's own `request_stop` on the
+//!   root's source resumes it in the requester, where [`check`] accepts only it.
+//! - `WhenAny`: the winner stops the others; a loser's panic (or its bomb) replaces the
+//!   winner's completion, unless that is a panic. A `Waiter` is only ever the child of a
+//!   `when_any` whose sibling completes on its own.
+//! - Stops come from other threads (`StopMode`), from a pool timer
+//!   (`StopMode::Timer`, `timeout`), and from siblings (`when_all`, `when_any`,
+//!   `let_async_scope`).
+//! - Each run of a tree is watched ([`under_deadline`]): one that has not completed in
+//!   `MODEL_DEADLINE_SECS` (20 s) ends the process with the tree's name. With
+//!   `MODEL_TRACE=1` (and `--nocapture`) each run is named before it starts, so that an
+//!   abort names its tree too.
+//!
 //! The sets are exact wherever the crate is deterministic (one failing leaf, or none)
 //! and over-approximate only where completions race. `PROPTEST_CASES` sets the number
 //! of cases of the main test (512 by default here), `MODEL_FREED_CASES` that of the
@@ -110,22 +134,31 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use senders::consumers::SyncWaitReceiver;
 use senders::domain::NoDomain;
+use senders::schedulers::NoScheduler;
 use senders::time::TimeoutError;
 use senders::*;
+use std::cell::UnsafeCell;
 use std::collections::BTreeSet;
+use std::io::Write;
+use std::marker::{PhantomData, PhantomPinned};
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A completion, as observed or predicted.
+/// A completion, as observed or predicted. A value may carry a bomb: its `Drop` panics
+/// with [`drop_msg`] of that tag.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Out {
-    Val(i64),
+    Val(i64, Bomb),
     Err(i64),
     Stop,
     Panic(String),
 }
+
+/// Whether a value's `Drop` panics, and with which tag in its message.
+type Bomb = Option<u8>;
 
 impl Out {
     fn is_failure(&self) -> bool {
@@ -138,6 +171,16 @@ type PanicTag = Option<u8>;
 
 fn panic_msg(tag: u8) -> String {
     format!("model panic {tag}")
+}
+
+/// The message of a value's `Drop` that panics.
+fn drop_msg(tag: u8) -> String {
+    format!("model drop {tag}")
+}
+
+/// The message of a user sender's stop callback that panics.
+fn callback_msg(tag: u8) -> String {
+    format!("model stop callback {tag}")
 }
 
 /// Where a `bulk` iteration fails.
@@ -170,6 +213,9 @@ enum Limit {
     /// That many milliseconds, with a child that, after its value, waits for the stop
     /// request of the timer's win ([`cancel_on_stop`]) and completes stopped inside it.
     Hang(u8),
+    /// Like `Hang`, with a user sender whose stop callback completes it stopped, then
+    /// panics with [`callback_msg`] of the tag ([`StopLeaf`]).
+    HangPanics(u8, u8),
 }
 
 /// The error of a `timeout` whose limit passed.
@@ -200,6 +246,19 @@ enum Node {
     /// The value, then `schedule_after` that many microseconds, then the value.
     After(Box<Node>, u16),
     Timeout(Box<Node>, Limit),
+    /// The value, consumed, becomes a value of the same number whose `Drop` panics with
+    /// [`drop_msg`] of the tag.
+    Bomb(Box<Node>, u8),
+    /// `when_any` of two or three children, at most one of which is a `Waiter`.
+    WhenAny(Vec<Node>),
+    /// A user sender that registers a stop callback panicking with [`callback_msg`] of
+    /// the tag, waits that many microseconds, drops the callback and completes with the
+    /// value ([`StopLeaf`]).
+    Callback(i64, u8, u8),
+    /// A user sender that waits for a stop request, in a stop callback that completes it
+    /// stopped, then panics with [`callback_msg`] of the tag ([`StopLeaf`]). Only a child
+    /// of `WhenAny`, beside a sibling that completes on its own.
+    Waiter(u8),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -223,6 +282,37 @@ fn panic_or(tag: PanicTag, o: Out) -> Out {
     }
 }
 
+/// The panic of a bomb's `Drop`.
+fn dropped(tag: u8) -> Out {
+    Out::Panic(drop_msg(tag))
+}
+
+/// `o`, whose value (if any) a user function consumed: a bomb's `Drop` panics there.
+fn consumed(o: Out, then: impl FnOnce(i64) -> Set) -> Set {
+    match o {
+        Out::Val(_, Some(b)) => one(dropped(b)),
+        Out::Val(v, None) => then(v),
+        o => one(o),
+    }
+}
+
+/// `o`, completed by an operation that drops a bomb first (the discard rule): a panic
+/// stays, anything else becomes the bomb's panic.
+fn discarding(bomb: Bomb, o: Out) -> Out {
+    match (bomb, o) {
+        (Some(b), o) if !matches!(o, Out::Panic(_)) => dropped(b),
+        (_, o) => o,
+    }
+}
+
+/// The bombs of the values in `set`.
+fn bombs(set: &Set) -> impl Iterator<Item = u8> + '_ {
+    set.iter().filter_map(|o| match o {
+        Out::Val(_, b) => *b,
+        _ => None,
+    })
+}
+
 /// Every combination of one completion from each set.
 fn combos(sets: &[Set]) -> Vec<Vec<Out>> {
     let mut acc: Vec<Vec<Out>> = vec![Vec::new()];
@@ -237,102 +327,178 @@ fn combos(sets: &[Set]) -> Vec<Vec<Out>> {
 /// `let_async_scope` child): then every stop-sensitive node may also complete stopped.
 fn reference(n: &Node, stop: bool) -> Set {
     let r = |n: &Node| reference(n, stop);
+    // The bombs of the input a stop-sensitive node holds while it runs (`bulk`, the
+    // hop of `continues_on`, the timer of `After`): a stop drops them.
+    let mut held: Vec<u8> = Vec::new();
+    let mut holding = |input: Set| {
+        held.extend(bombs(&input));
+        input
+    };
     let set = match n {
-        Node::Just(v) => one(Out::Val(*v)),
+        Node::Just(v) => one(Out::Val(*v, None)),
         Node::JustError(e) => one(Out::Err(*e)),
         Node::JustStopped => one(Out::Stop),
-        Node::Then(i, k, p) => map(r(i), |o| match o {
-            Out::Val(v) => one(panic_or(*p, Out::Val(v.wrapping_add(*k)))),
-            o => one(o),
+        Node::Then(i, k, p) => map(r(i), |o| match (o, p) {
+            (Out::Val(..), Some(t)) => one(Out::Panic(panic_msg(*t))),
+            (o, _) => consumed(o, |v| one(Out::Val(v.wrapping_add(*k), None))),
         }),
         Node::UponError(i, k, p) => map(r(i), |o| match o {
-            Out::Err(e) => one(panic_or(*p, Out::Val(e.wrapping_add(*k)))),
+            Out::Err(e) => one(panic_or(*p, Out::Val(e.wrapping_add(*k), None))),
             o => one(o),
         }),
         Node::UponStopped(i, k, p) => map(r(i), |o| match o {
-            Out::Stop => one(panic_or(*p, Out::Val(*k))),
+            Out::Stop => one(panic_or(*p, Out::Val(*k, None))),
             o => one(o),
         }),
         Node::LetValue(i, body, p) => map(r(i), |o| match o {
-            Out::Val(v) => let_body(body, *p, v, stop),
+            Out::Val(v, bomb) => let_body(body, *p, v, bomb, stop),
             o => one(o),
         }),
         Node::LetError(i, body, p) => map(r(i), |o| match o {
-            Out::Err(e) => let_body(body, *p, e, stop),
+            Out::Err(e) => let_body(body, *p, e, None, stop),
             o => one(o),
         }),
-        Node::LetStopped(i, body, p) => map(r(i), |o| match o {
-            Out::Stop => let_body(body, *p, 0, stop),
-            o => one(o),
+        Node::LetStopped(i, body, p) => map(r(i), |o| match (o, p) {
+            (Out::Stop, Some(t)) => one(Out::Panic(panic_msg(*t))),
+            // The body is returned as it is: its value passes, bomb and all.
+            (Out::Stop, None) => r(body),
+            (o, _) => one(o),
         }),
         Node::WhenAll(cs) => {
-            let sets = siblings(cs, stop, |_| true);
+            let sets = siblings(cs, stop, false, |_| true);
             let mut out = Set::new();
             for combo in combos(&sets) {
                 let failures: Vec<&Out> = combo.iter().filter(|o| o.is_failure()).collect();
                 let stopped = combo.contains(&Out::Stop);
-                if !failures.is_empty() {
-                    out.extend(failures.into_iter().cloned());
-                    // A stop that arrives first requests stop on the failing siblings,
-                    // which may then stop instead of failing.
-                    if stopped {
-                        out.insert(Out::Stop);
+                let combo_bombs: Vec<u8> = bombs(&combo.iter().cloned().collect()).collect();
+                if failures.is_empty() && !stopped {
+                    // The values go to `then`, which drops them in order.
+                    let sum = combo.iter().map(val).fold(0, i64::wrapping_add);
+                    out.insert(combo_bombs.first().map_or(Out::Val(sum, None), |b| dropped(*b)));
+                    continue;
+                }
+                let mut delivered: Vec<Out> = failures.into_iter().cloned().collect();
+                // A stop that arrives first requests stop on the failing siblings,
+                // which may then stop instead of failing.
+                if stopped {
+                    delivered.push(Out::Stop);
+                }
+                // The values of the others are dropped before the completion: a bomb's
+                // panic replaces an error or a stop.
+                for o in delivered {
+                    if combo_bombs.is_empty() || matches!(o, Out::Panic(_)) {
+                        out.insert(o);
+                    } else {
+                        out.extend(combo_bombs.iter().map(|b| dropped(*b)));
                     }
-                } else if stopped {
-                    out.insert(Out::Stop);
-                } else {
-                    out.insert(Out::Val(combo.iter().map(val).fold(0, i64::wrapping_add)));
                 }
             }
             out
         }
-        Node::Bulk(i, shape, fail) => map(r(i), |o| match (o, fail) {
-            (Out::Val(_), Some(BulkFail::Error(at, e))) if at < shape => one(Out::Err(*e)),
-            (Out::Val(_), Some(BulkFail::Panic(at, t))) if at < shape => one(Out::Panic(panic_msg(*t))),
+        Node::WhenAny(cs) => {
+            // The winner requests stop on the others.
+            let sets: Vec<Set> = cs.iter().map(|c| reference(c, true)).collect();
+            let mut out = Set::new();
+            for combo in combos(&sets) {
+                for (w, won) in combo.iter().enumerate() {
+                    if matches!(won, Out::Panic(_)) {
+                        out.insert(won.clone());
+                        continue;
+                    }
+                    // A loser's panic, or its bomb's, replaces the winner's completion.
+                    let late: Vec<Out> = combo
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != w)
+                        .filter_map(|(_, o)| match o {
+                            Out::Panic(_) => Some(o.clone()),
+                            Out::Val(_, Some(b)) => Some(dropped(*b)),
+                            _ => None,
+                        })
+                        .collect();
+                    if late.is_empty() {
+                        out.insert(won.clone());
+                    } else {
+                        out.extend(late);
+                    }
+                }
+            }
+            out
+        }
+        Node::Bulk(i, shape, fail) => map(holding(r(i)), |o| match (o, fail) {
+            (Out::Val(_, bomb), Some(BulkFail::Error(at, e))) if at < shape => one(discarding(bomb, Out::Err(*e))),
+            (Out::Val(..), Some(BulkFail::Panic(at, t))) if at < shape => one(Out::Panic(panic_msg(*t))),
             (o, _) => one(o),
         }),
-        Node::BulkEach(i, shape, fail) => map(r(i), |o| match (o, fail) {
-            (Out::Val(_), Some((at, t))) if at < shape => one(Out::Panic(panic_msg(*t))),
-            (Out::Val(v), _) => {
-                let n = *shape as i64;
-                one(Out::Val(v.wrapping_mul(n).wrapping_add(n)))
-            }
-            (o, _) => one(o),
+        Node::BulkEach(i, shape, fail) => map(r(i), |o| {
+            consumed(o, |v| match fail {
+                Some((at, t)) if at < shape => one(Out::Panic(panic_msg(*t))),
+                _ => {
+                    let n = *shape as i64;
+                    one(Out::Val(v.wrapping_mul(n).wrapping_add(n), None))
+                }
+            })
         }),
         Node::StoppedAsOptional(i) => map(r(i), |o| match o {
-            Out::Stop => one(Out::Val(-1)),
-            o => one(o),
+            Out::Stop => one(Out::Val(-1, None)),
+            o => consumed(o, |v| one(Out::Val(v, None))),
         }),
         Node::StoppedAsError(i, e) => map(r(i), |o| match o {
             Out::Stop => one(Out::Err(*e)),
             o => one(o),
         }),
-        Node::ContinuesOn(i) | Node::StartsOn(i) | Node::Nest(i) | Node::SpawnFuture(i) | Node::After(i, _) => r(i),
+        Node::ContinuesOn(i) | Node::After(i, _) => holding(r(i)),
+        Node::StartsOn(i) | Node::Nest(i) | Node::SpawnFuture(i) => r(i),
         Node::Timeout(i, limit) => {
             let fires = !matches!(limit, Limit::Long);
-            let hang = matches!(limit, Limit::Hang(_));
             // The timer's win requests stop on the child.
-            let mut out = map(reference(i, stop || fires), |o| match o {
-                Out::Val(_) if hang => Set::new(),
-                o => one(o),
+            let child = map(reference(i, stop || fires), |o| match (o, limit) {
+                // After its value, the child waits for the stop of the timer's win, and
+                // drops the value when it stops (a bomb's panic then completes it).
+                (Out::Val(_, bomb), Limit::Hang(_)) => bomb.map_or(Set::new(), |b| one(dropped(b))),
+                (Out::Val(_, bomb), Limit::HangPanics(_, t)) => {
+                    // Its stop callback panics; if the timer won before it registered
+                    // the callback, it stops without one.
+                    let mut set = BTreeSet::from([Out::Panic(callback_msg(*t))]);
+                    set.extend(bomb.map(dropped));
+                    set
+                }
+                (o, _) => one(o),
             });
+            let mut out = child.clone();
             if fires {
+                // The timer's error wins, unless the child, losing, panics or drops a
+                // bomb (a loser's panic is delivered).
                 out.insert(Out::Err(ELAPSED));
+                out.extend(bombs(&child).map(dropped).collect::<Vec<_>>());
             }
             out
         }
         Node::LetScope(i, children, body, p) => map(r(i), |o| match o {
-            Out::Val(_) if p.is_some() => one(panic_or(*p, Out::Stop)),
-            Out::Val(v) => {
-                // A dropped future's work reaches nothing.
+            // The scoped value is dropped after the function's panic: that panic stays.
+            Out::Val(..) if p.is_some() => one(panic_or(*p, Out::Stop)),
+            Out::Val(v, bomb) => {
+                // A child's value goes to `then(drop)`; a dropped future's work reaches
+                // the scope only by a panic in a `Drop` or in a stop callback (the
+                // future's drop requests stop on it), or a bomb in its abandoned value.
+                let dropped_fails: Set = children
+                    .iter()
+                    .filter(|(_, kind)| matches!(kind, ChildKind::FutureDropped(_)))
+                    .flat_map(|(c, _)| reference(c, true))
+                    .filter_map(|o| match o {
+                        Out::Panic(m) if !m.starts_with("model panic") => Some(Out::Panic(m)),
+                        Out::Val(_, Some(b)) => Some(dropped(b)),
+                        _ => None,
+                    })
+                    .collect();
                 let mut all: Vec<Node> = children
                     .iter()
                     .filter(|(_, kind)| !matches!(kind, ChildKind::FutureDropped(_)))
-                    .map(|(c, _)| c.clone())
+                    .map(|(c, _)| Node::Then(Box::new(c.clone()), 0, None))
                     .collect();
                 all.push(Node::Then(body.clone(), v, None));
                 // Only a failure (not a stop) requests stop on the rest of the scope.
-                let sets = siblings(&all, stop, Out::is_failure);
+                let sets = siblings(&all, stop, !dropped_fails.is_empty(), Out::is_failure);
                 let mut out = Set::new();
                 for combo in combos(&sets) {
                     let failures: Vec<&Out> = combo.iter().filter(|o| o.is_failure()).collect();
@@ -342,18 +508,30 @@ fn reference(n: &Node, stop: bool) -> Set {
                         out.extend(failures.into_iter().cloned());
                     }
                 }
-                out
+                out.extend(dropped_fails);
+                // The scoped value is dropped before the completion.
+                out.into_iter().map(|o| discarding(bomb, o)).collect()
             }
             o => one(o),
         }),
         Node::Task(cs, p) => map(task_ref(cs, 0, stop), |o| match o {
-            Out::Val(v) => one(panic_or(*p, Out::Val(v))),
+            Out::Val(v, _) => one(panic_or(*p, Out::Val(v, None))),
             o => one(o),
         }),
+        Node::Bomb(i, t) => map(r(i), |o| consumed(o, |v| one(Out::Val(v, Some(*t))))),
+        // A stop request may come while the callback is registered.
+        Node::Callback(v, t, _) if stop => BTreeSet::from([Out::Val(*v, None), Out::Panic(callback_msg(*t))]),
+        Node::Callback(v, ..) => one(Out::Val(*v, None)),
+        // Stopped, with the callback's panic for whoever requested the stop, or without
+        // it if the stop came before the callback was registered.
+        Node::Waiter(t) => BTreeSet::from([Out::Stop, Out::Panic(callback_msg(*t))]),
     };
     if stop && stop_sensitive(n) {
+        // Stopped, or a bomb it held dropped when it stopped.
         let mut set = set;
+        held.extend(bombs(&set));
         set.insert(Out::Stop);
+        set.extend(held.into_iter().map(dropped));
         return set;
     }
     set
@@ -374,43 +552,45 @@ fn stop_sensitive(n: &Node) -> bool {
             | Node::Task(..)
             | Node::After(..)
             | Node::Timeout(..)
+            | Node::WhenAny(_)
     )
 }
 
 /// The completions of children run side by side, one of which requests stop on the
-/// others when it completes in a way `requests_stop` accepts: if any child may, all of
-/// them are interpreted with stop requests possible.
-fn siblings(cs: &[Node], stop: bool, requests_stop: impl Fn(&Out) -> bool) -> Vec<Set> {
+/// others when it completes in a way `requests_stop` accepts (or always, if `force`):
+/// if any child may, all of them are interpreted with stop requests possible.
+fn siblings(cs: &[Node], stop: bool, force: bool, requests_stop: impl Fn(&Out) -> bool) -> Vec<Set> {
     let sets: Vec<Set> = cs.iter().map(|c| reference(c, stop)).collect();
-    let may_stop = cs.len() > 1 && sets.iter().flatten().any(|o| !matches!(o, Out::Val(_)) && requests_stop(o));
+    let may_stop =
+        force || cs.len() > 1 && sets.iter().flatten().any(|o| !matches!(o, Out::Val(..)) && requests_stop(o));
     if may_stop && !stop { cs.iter().map(|c| reference(c, true)).collect() } else { sets }
 }
 
 fn val(o: &Out) -> i64 {
     match o {
-        Out::Val(v) => *v,
+        Out::Val(v, _) => *v,
         _ => unreachable!("only values are summed"),
     }
 }
 
-/// The body of a `let_*` on the input `x`: the function's panic, or the body with `x`
-/// added to its value.
-fn let_body(body: &Node, p: PanicTag, x: i64, stop: bool) -> Set {
+/// The body of a `let_value` or `let_error` on the input `x` (a value that may carry
+/// `bomb`): the function's panic, or the body with `x` added to its value. The body's
+/// value and then `x` are dropped in its `then`; `x` is dropped unused when the body
+/// fails or stops, before the completion.
+fn let_body(body: &Node, p: PanicTag, x: i64, bomb: Bomb, stop: bool) -> Set {
     if let Some(t) = p {
         return one(Out::Panic(panic_msg(t)));
     }
     map(reference(body, stop), |b| match b {
-        Out::Val(b) => one(Out::Val(b.wrapping_add(x))),
-        b => one(b),
+        Out::Val(_, Some(bb)) => one(dropped(bb)),
+        Out::Val(b, None) => one(discarding(bomb, Out::Val(b.wrapping_add(x), None))),
+        b => one(discarding(bomb, b)),
     })
 }
 
 fn task_ref(cs: &[Node], acc: i64, stop: bool) -> Set {
-    let Some((first, rest)) = cs.split_first() else { return one(Out::Val(acc)) };
-    map(reference(first, stop), |o| match o {
-        Out::Val(v) => task_ref(rest, acc.wrapping_add(v), stop),
-        o => one(o),
-    })
+    let Some((first, rest)) = cs.split_first() else { return one(Out::Val(acc, None)) };
+    map(reference(first, stop), |o| consumed(o, |v| task_ref(rest, acc.wrapping_add(v), stop)))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -421,8 +601,35 @@ fn task_ref(cs: &[Node], acc: i64, stop: bool) -> Set {
 /// values per tree.
 const DROP_DELAY: Duration = Duration::from_micros(200);
 
-/// A value or error of a tree.
-type V<'a> = Tracked<'a, i64>;
+/// A value or error of a tree: a number, tracked, whose `Drop` panics with
+/// [`drop_msg`] if it carries a bomb (and the thread is not unwinding already: a second
+/// panic would abort). The tracked count is given back after that panic too.
+///
+/// The model's functions drop a consumed value explicitly before they make their
+/// result: a parameter whose `Drop` panics after the result was made leaks that result
+/// (Rust does not drop a function's finished return value on that unwind).
+struct V<'a> {
+    value: i64,
+    bomb: Bomb,
+    _live: Tracked<'a, ()>,
+}
+
+impl V<'_> {
+    /// The number and the bomb, defused.
+    fn defuse(mut self) -> (i64, Bomb) {
+        (self.value, self.bomb.take())
+    }
+}
+
+impl Drop for V<'_> {
+    fn drop(&mut self) {
+        if let Some(b) = self.bomb.take()
+            && !std::thread::panicking()
+        {
+            std::panic::panic_any(drop_msg(b));
+        }
+    }
+}
 
 /// A tree, erased.
 type Any<'a> = AnySender<'a, V<'a>, V<'a>>;
@@ -474,7 +681,12 @@ struct Cx<'a> {
 impl<'a> Cx<'a> {
     /// `x`, tracked.
     fn t(self, x: i64) -> V<'a> {
-        self.live.track_slow(x, self.delay)
+        self.with_bomb(x, None)
+    }
+
+    /// `x`, tracked, with `bomb`.
+    fn with_bomb(self, x: i64, bomb: Bomb) -> V<'a> {
+        V { value: x, bomb, _live: self.live.track_slow((), self.delay) }
     }
 
     /// A tracked zero for a user function to capture (and add to its result), where the
@@ -543,6 +755,159 @@ fn registered() -> &'static AtomicBool {
     &REGISTERED
 }
 
+// ---------------------------------------------------------------------------------------
+// A user sender with a stop callback that panics
+
+/// A user sender that registers a stop callback on its environment's token, as a
+/// cancellable leaf does, and whose callback panics with [`callback_msg`] of `tag`.
+///
+/// - [`StopLeaf::callback`]: the callback only panics. The sender waits `us`
+///   microseconds with the callback registered (a stop request from another thread may
+///   run it meanwhile: the requester gets the panic), drops it and completes with `()`.
+///   A stop requested before it registers runs the callback inside the registration:
+///   the sender completes with that panic.
+/// - [`StopLeaf::waiter`]: the sender never completes on its own; the callback completes
+///   it stopped, then panics. A stop requested before it starts completes it stopped at
+///   once; one that comes between that check and the registration runs the callback
+///   inside the registration, which has then completed it: that panic is dropped.
+struct StopLeaf<E> {
+    tag: u8,
+    /// `None` for a waiter.
+    wait_us: Option<u8>,
+    _e: PhantomData<fn() -> E>,
+}
+
+impl<E> StopLeaf<E> {
+    fn callback(tag: u8, us: u8) -> Self {
+        StopLeaf { tag, wait_us: Some(us), _e: PhantomData }
+    }
+
+    fn waiter(tag: u8) -> Self {
+        StopLeaf { tag, wait_us: None, _e: PhantomData }
+    }
+}
+
+impl<E> Sender for StopLeaf<E> {
+    type Value = ();
+    type Error = E;
+    const SENDS_STOPPED: bool = true;
+    type Domain = NoDomain;
+    type CompletionScheduler = NoScheduler;
+    fn completion_scheduler(&self) -> NoScheduler {
+        NoScheduler
+    }
+}
+
+impl<E, R: Receiver<(), E>> SenderTo<R> for StopLeaf<E> {
+    type Operation = StopLeafOp<E, R>;
+    fn connect(self, receiver: R) -> StopLeafOp<E, R> {
+        StopLeafOp {
+            rcvr: UnsafeCell::new(Some(receiver)),
+            callback: None,
+            tag: self.tag,
+            wait_us: self.wait_us,
+            _e: PhantomData,
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+/// A pointer to a started, pinned [`StopLeafOp`], erased so that its callback is
+/// `'static`.
+struct LeafPtr(*const ());
+
+// SAFETY: the callback that carries it may run on the stop-requesting thread; the
+// operation it points to is pinned and alive until its receiver completes, which a
+// waiter's callback does (and nothing else then touches the operation), and the
+// receivers the model connects are `Send`.
+unsafe impl Send for LeafPtr {}
+
+impl LeafPtr {
+    fn get(&self) -> *const () {
+        self.0
+    }
+}
+
+/// The operation state of [`StopLeaf`].
+struct StopLeafOp<E, R> {
+    rcvr: UnsafeCell<Option<R>>,
+    callback: Option<StopCallback<'static, Box<dyn FnOnce() + Send>>>,
+    tag: u8,
+    wait_us: Option<u8>,
+    _e: PhantomData<fn() -> E>,
+    _pin: PhantomPinned,
+}
+
+impl<E, R: Receiver<(), E>> StopLeafOp<E, R> {
+    /// A waiter's stop callback: completes the operation stopped.
+    ///
+    /// # Safety
+    ///
+    /// `this` points to a started, pinned waiter `StopLeafOp<E, R>`; called once, and
+    /// only by its callback.
+    unsafe fn stop(this: *const ()) {
+        // SAFETY: per the contract, the operation is alive, and only this call takes the
+        // receiver once the callback is registered.
+        let rcvr = unsafe { (*(*this.cast::<Self>()).rcvr.get()).take() };
+        if let Some(rcvr) = rcvr {
+            rcvr.set_stopped();
+        }
+    }
+}
+
+impl<E, R: Receiver<(), E>> OperationState for StopLeafOp<E, R> {
+    unsafe fn start(self: Pin<&mut Self>) {
+        // SAFETY: `callback` is pinned in place below and never moved; the other fields
+        // are not structurally pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        let msg = callback_msg(this.tag);
+        // SAFETY: until the callback is registered, only this thread uses the receiver.
+        let env_token = unsafe { (*this.rcvr.get()).as_ref() }.expect("started once").env().stop_token();
+        // SAFETY: the source belongs to the parent's env, which outlives the operation,
+        // and the callback is dropped with the operation (or before it completes).
+        let token = unsafe { env_token.detach() };
+        let Some(us) = this.wait_us else {
+            if token.stop_requested() {
+                // SAFETY: no callback is registered: the receiver is ours.
+                let rcvr = unsafe { (*this.rcvr.get()).take() }.expect("started once");
+                return rcvr.set_stopped();
+            }
+            let ptr = LeafPtr((this as *const Self).cast());
+            let stop: unsafe fn(*const ()) = Self::stop;
+            let cb: Box<dyn FnOnce() + Send> = Box::new(move || {
+                // SAFETY: `ptr` is this pinned, started waiter; its callback runs once.
+                unsafe { stop(ptr.get()) };
+                std::panic::panic_any(msg);
+            });
+            let slot = this.callback.insert(StopCallback::new(token, cb));
+            // SAFETY: the callback lives in the pinned operation and is never moved.
+            let slot = unsafe { Pin::new_unchecked(slot) };
+            // A stop that came since the check runs the callback here: it completed the
+            // operation, which may be gone; its panic is dropped, and nothing touches the
+            // operation any more.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| slot.register()));
+            return;
+        };
+        let cb: Box<dyn FnOnce() + Send> = Box::new(move || std::panic::panic_any(msg));
+        let slot = this.callback.insert(StopCallback::new(token, cb));
+        // SAFETY: the callback lives in the pinned operation and is never moved.
+        let slot = unsafe { Pin::new_unchecked(slot) };
+        let registered = std::panic::catch_unwind(AssertUnwindSafe(|| slot.register()));
+        if registered.is_ok() {
+            std::thread::sleep(Duration::from_micros(us.into()));
+        }
+        // The callback is dropped (a run on another thread waited for) before the
+        // completion.
+        this.callback = None;
+        // SAFETY: the callback is gone: the receiver is ours.
+        let rcvr = unsafe { (*this.rcvr.get()).take() }.expect("started once");
+        match registered {
+            Ok(()) => rcvr.set_value(()),
+            Err(p) => rcvr.set_panic(Panic::new(p)),
+        }
+    }
+}
+
 fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
     match n.clone() {
         Node::Just(v) => just(cx.t(v)).with_error::<V<'a>>().boxed(),
@@ -553,7 +918,9 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
             build(&i, cx)
                 .then(move |v| {
                     maybe_panic(p);
-                    cx.t(v.value.wrapping_add(k.value))
+                    let x = v.value.wrapping_add(k.value);
+                    drop(v);
+                    cx.t(x)
                 })
                 .boxed()
         }
@@ -581,7 +948,13 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
             build(&i, cx)
                 .let_value(move |v| {
                     maybe_panic(p);
-                    body.then(move |b| cx.t(b.value.wrapping_add(v.value)))
+                    body.then(move |b| {
+                        let x = b.value.wrapping_add(v.value);
+                        // The body's value first, then the input.
+                        drop(b);
+                        drop(v);
+                        cx.t(x)
+                    })
                 })
                 .boxed()
         }
@@ -590,7 +963,11 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
             build(&i, cx)
                 .let_error(move |e| {
                     maybe_panic(p);
-                    body.then(move |b| cx.t(b.value.wrapping_add(e.value)))
+                    body.then(move |b| {
+                        let x = b.value.wrapping_add(e.value);
+                        drop(b);
+                        cx.t(x)
+                    })
                 })
                 .boxed()
         }
@@ -610,12 +987,22 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
             let (a, b) = (it.next().expect("two children"), it.next().expect("two children"));
             let held = cx.held();
             match it.next() {
+                // The values are dropped in order.
                 None => when_all((a, b))
-                    .then(move |(a, b): (V<'a>, V<'a>)| cx.t(a.value.wrapping_add(b.value).wrapping_add(held.value)))
+                    .then(move |(a, b): (V<'a>, V<'a>)| {
+                        let x = a.value.wrapping_add(b.value).wrapping_add(held.value);
+                        drop(a);
+                        drop(b);
+                        cx.t(x)
+                    })
                     .boxed(),
                 Some(c) => when_all((a, b, c))
                     .then(move |(a, b, c): (V<'a>, V<'a>, V<'a>)| {
-                        cx.t(a.value.wrapping_add(b.value).wrapping_add(c.value).wrapping_add(held.value))
+                        let x = a.value.wrapping_add(b.value).wrapping_add(c.value).wrapping_add(held.value);
+                        drop(a);
+                        drop(b);
+                        drop(c);
+                        cx.t(x)
                     })
                     .boxed(),
             }
@@ -635,7 +1022,11 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
         Node::BulkEach(i, shape, fail) => {
             let (one, copy, sum) = (cx.t(1), cx.held(), cx.held());
             build(&i, cx)
-                .then(move |v| (0..shape).map(|_| cx.t(v.value.wrapping_add(copy.value))).collect::<Vec<V<'a>>>())
+                .then(move |v| {
+                    let x = v.value;
+                    drop(v);
+                    (0..shape).map(|_| cx.t(x.wrapping_add(copy.value))).collect::<Vec<V<'a>>>()
+                })
                 .bulk_each(move |at, x: &mut V<'a>| {
                     if let Some((f, t)) = fail
                         && f == at
@@ -651,7 +1042,11 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
             let held = cx.held();
             build(&i, cx)
                 .stopped_as_optional()
-                .then(move |o: Option<V<'a>>| cx.t(o.map_or(-1, |v| v.value).wrapping_add(held.value)))
+                .then(move |o: Option<V<'a>>| {
+                    let x = o.as_ref().map_or(-1, |v| v.value).wrapping_add(held.value);
+                    drop(o);
+                    cx.t(x)
+                })
                 .boxed()
         }
         Node::StoppedAsError(i, e) => build(&i, cx).stopped_as_error(cx.t(e)).boxed(),
@@ -672,7 +1067,11 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
                     for (c, kind) in children {
                         // The child borrows the scoped value.
                         let held = cx.held();
-                        let c = c.then(move |c| cx.t(c.value.wrapping_add(v.value).wrapping_add(held.value)));
+                        // A bomb passes on to what consumes the child's value.
+                        let c = c.then(move |c| {
+                            let (x, bomb) = c.defuse();
+                            cx.with_bomb(x.wrapping_add(v.value).wrapping_add(held.value), bomb)
+                        });
                         match kind {
                             ChildKind::Spawn => _ = spawn(c.then(drop), tk),
                             ChildKind::FutureDropped(None) => drop(spawn_future(c, tk)),
@@ -686,7 +1085,11 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
                     }
                     // The returned sender may not borrow the value: it gets a copy.
                     let x = cx.t(v.value);
-                    body.then(move |b| cx.t(b.value.wrapping_add(x.value)))
+                    body.then(move |b| {
+                        let y = b.value.wrapping_add(x.value);
+                        drop(b);
+                        cx.t(y)
+                    })
                 })
                 .boxed()
         }
@@ -699,7 +1102,13 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
                     // the await resumes.
                     let frame = Frame(Live::new());
                     let got = build(c, Cx { live: &frame.0, ..cx }).await;
-                    let got = got.map(|v| v.value).map_err(|e| e.value);
+                    let got = got
+                        .map(|v| {
+                            let x = v.value;
+                            drop(v);
+                            x
+                        })
+                        .map_err(|e| e.value);
                     expect_gone(&frame.0, "when the task resumed after awaiting them");
                     match got {
                         Ok(v) => acc = acc.wrapping_add(v),
@@ -724,6 +1133,10 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
                     child.let_value(move |v| cancel_on_stop::<V<'a>>(registered()).then(move |()| v)).boxed(),
                     Duration::from_millis(ms.into()),
                 ),
+                Limit::HangPanics(ms, t) => (
+                    child.let_value(move |v| StopLeaf::waiter(t).then(move |()| v)).boxed(),
+                    Duration::from_millis(ms.into()),
+                ),
             };
             let held = cx.held();
             cx.sch
@@ -734,6 +1147,23 @@ fn build<'a>(n: &Node, cx: Cx<'a>) -> Any<'a> {
                 })
                 .boxed()
         }
+        Node::Bomb(i, t) => build(&i, cx)
+            .then(move |v| {
+                let x = v.value;
+                drop(v);
+                cx.with_bomb(x, Some(t))
+            })
+            .boxed(),
+        Node::WhenAny(cs) => {
+            let mut it = cs.iter().map(|c| build(c, cx));
+            let (a, b) = (it.next().expect("two children"), it.next().expect("two children"));
+            match it.next() {
+                None => when_any((a, b)).boxed(),
+                Some(c) => when_any((a, b, c)).boxed(),
+            }
+        }
+        Node::Callback(v, t, us) => StopLeaf::callback(t, us).then(move |()| cx.t(v)).boxed(),
+        Node::Waiter(t) => StopLeaf::waiter(t).then(move |()| cx.t(0)).boxed(),
     }
 }
 
@@ -744,7 +1174,10 @@ where
     S: Sender<Value = V<'a>, Error = V<'a>> + SenderTo<SyncWaitReceiver<V<'a>, V<'a>>>,
 {
     match std::panic::catch_unwind(AssertUnwindSafe(|| sync_wait(sndr))) {
-        Ok(Ok(Some(v))) => Out::Val(v.value),
+        Ok(Ok(Some(v))) => {
+            let (v, bomb) = v.defuse();
+            Out::Val(v, bomb)
+        }
         Ok(Ok(None)) => Out::Stop,
         Ok(Err(e)) => Out::Err(e.value),
         Err(p) => Out::Panic(payload_message(&*p)),
@@ -757,7 +1190,7 @@ fn quiet_model_panics() {
     ONCE.get_or_init(|| {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !payload_message(info.payload()).starts_with("model panic") {
+            if !payload_message(info.payload()).starts_with("model ") {
                 default(info);
             }
         }));
@@ -793,6 +1226,54 @@ fn scheds() -> &'static Scheds {
     })
 }
 
+/// How long one run of a tree may take (`MODEL_DEADLINE_SECS`; 20 s by default, 600 s
+/// under memcheck) before the watchdog names it and ends the process: a hang fails the
+/// run instead of stalling it.
+fn deadline() -> Duration {
+    let default = if cfg!(senders_uncached_blocks) { 600 } else { 20 };
+    Duration::from_secs(cases("MODEL_DEADLINE_SECS", default).into())
+}
+
+/// The run in progress, if any: when it started and what it is.
+type Watched = Mutex<Option<(Instant, String)>>;
+
+/// The run in progress, watched by a thread that ends the process, naming the run, once
+/// it has taken longer than [`deadline`].
+fn watched() -> &'static Watched {
+    static WATCHED: OnceLock<Watched> = OnceLock::new();
+    WATCHED.get_or_init(|| {
+        std::thread::spawn(|| {
+            let limit = deadline();
+            loop {
+                std::thread::sleep(Duration::from_millis(100));
+                let run = watched().lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((since, what)) = &*run
+                    && since.elapsed() > limit
+                {
+                    // Past the test harness's capture of `eprintln!`, which the exit loses.
+                    let _ =
+                        writeln!(std::io::stderr(), "model_random: {what} has not completed in {limit:?}: it hangs");
+                    std::process::exit(124);
+                }
+            }
+        });
+        Mutex::new(None)
+    })
+}
+
+/// Runs `run` under the watchdog's [`deadline`], as `what`. With `MODEL_TRACE` set, it
+/// prints `what` first, so that a run the process dies in (an abort) is named.
+fn under_deadline<T>(what: impl FnOnce() -> String, run: impl FnOnce() -> T) -> T {
+    let what = what();
+    if std::env::var_os("MODEL_TRACE").is_some() {
+        let _ = writeln!(std::io::stderr(), "model_random: running {what}");
+    }
+    *watched().lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), what));
+    let out = run();
+    *watched().lock().unwrap_or_else(|e| e.into_inner()) = None;
+    out
+}
+
 /// One case at a time: the contexts are shared, and so is the list of violations.
 fn serial() -> MutexGuard<'static, ()> {
     static RUN: Mutex<()> = Mutex::new(());
@@ -815,6 +1296,7 @@ fn leaf() -> impl Strategy<Value = Node> {
         4 => small().prop_map(Node::Just),
         1 => small().prop_map(Node::JustError),
         1 => Just(Node::JustStopped),
+        1 => (small(), 0u8..8, 0u8..200).prop_map(|(v, t, us)| Node::Callback(v, t, us)),
     ]
 }
 
@@ -840,7 +1322,13 @@ fn limit() -> impl Strategy<Value = Limit> {
         2 => Just(Limit::Long),
         2 => (0u8..3).prop_map(Limit::Short),
         1 => (0u8..3).prop_map(Limit::Hang),
+        1 => (0u8..3, 0u8..8).prop_map(|(ms, t)| Limit::HangPanics(ms, t)),
     ]
+}
+
+/// Whether the trees have values whose `Drop` panics: yes, unless `MODEL_BOMBS=0`.
+fn bombs_enabled() -> bool {
+    std::env::var("MODEL_BOMBS").map_or(true, |v| v != "0")
 }
 
 fn tree() -> impl Strategy<Value = Node> {
@@ -883,6 +1371,18 @@ fn tree() -> impl Strategy<Value = Node> {
             1 => (prop::collection::vec(inner.clone(), 0..=3), panic_tag()).prop_map(|(cs, p)| Node::Task(cs, p)),
             1 => (b(), 0u16..1500).prop_map(|(i, us)| Node::After(i, us)),
             1 => (b(), limit()).prop_map(|(i, l)| Node::Timeout(i, l)),
+            // With `MODEL_BOMBS=0`, a `then` that adds nothing stands in for a bomb.
+            1 => (b(), 0u8..8).prop_map(|(i, t)| if bombs_enabled() { Node::Bomb(i, t) } else { Node::Then(i, 0, None) }),
+            // At most one waiter, so that a sibling completes on its own and stops it.
+            1 => (prop::collection::vec(inner.clone(), 2..=3), prop::option::of((0usize..3, 0u8..8))).prop_map(
+                |(mut cs, waiter)| {
+                    if let Some((at, t)) = waiter {
+                        let at = at % cs.len();
+                        cs[at] = Node::Waiter(t);
+                    }
+                    Node::WhenAny(cs)
+                }
+            ),
         ]
     })
 }
@@ -899,6 +1399,9 @@ enum StopMode {
     /// Requested from another thread after that many microseconds: before, while or
     /// after the tree runs.
     Late(u16),
+    /// Requested by a pool timer (`schedule_after`, on a worker) after that many
+    /// microseconds.
+    Timer(u16),
 }
 
 fn stop_mode() -> impl Strategy<Value = StopMode> {
@@ -907,6 +1410,7 @@ fn stop_mode() -> impl Strategy<Value = StopMode> {
         1 => Just(StopMode::Before),
         1 => Just(StopMode::Racing),
         1 => (0u16..2000).prop_map(StopMode::Late),
+        1 => (0u16..2000).prop_map(StopMode::Timer),
     ]
 }
 
@@ -929,6 +1433,29 @@ fn with_stop_request<T>(mode: StopMode, request: impl Fn() + Sync, wait: impl Fn
             });
             wait()
         }),
+        StopMode::Timer(us) => std::thread::scope(|s| {
+            let request = &request;
+            let timer =
+                schedule_after(&scheds().pool.timer, Duration::from_micros(us.into())).then(move |()| request());
+            s.spawn(move || sync_wait(timer));
+            wait()
+        }),
+    }
+}
+
+/// The panics that the stop requests from outside the tree resumed in the requester.
+fn requester_panics() -> MutexGuard<'static, Vec<String>> {
+    static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    PANICS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A user's stop request on `source`, from outside the tree. A stop callback that a user
+/// sender registered on this token itself (no adaptor between: `stop_when` under
+/// `sync_wait` hands the child its token) runs in the request, and its panic resumes
+/// here: it is noted for [`check`].
+fn request_stop(source: &InplaceStopSource) {
+    if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| source.request_stop())) {
+        requester_panics().push(payload_message(&*p));
     }
 }
 
@@ -953,7 +1480,7 @@ fn sync_wait_root(tree: &Node, sch: &dyn Sched, hop: bool, mode: StopMode, frame
     let sndr = build(tree, cx);
     let sndr = if mode == StopMode::Never { sndr } else { stop_when(sndr, source.token()).boxed() };
     let sndr = if hop { sch.starts_on(sndr) } else { sndr };
-    let out = with_stop_request(mode, || _ = source.request_stop(), || observe(sndr));
+    let out = with_stop_request(mode, || request_stop(&source), || observe(sndr));
     if frames == Frames::Checked {
         expect_gone(&live, "after sync_wait returned");
         settle(&live);
@@ -978,7 +1505,10 @@ fn join_root(tree: &Node, mode: StopMode, delay: Duration) -> Out {
     let (on_value, on_error, on_stopped) = (record(&slot), record(&slot), record(&slot));
     let work = sch
         .starts_on(build(tree, cx))
-        .then(move |v| on_value(Out::Val(v.value)))
+        .then(move |v| {
+            let (v, bomb) = v.defuse();
+            on_value(Out::Val(v, bomb))
+        })
         .upon_error(move |e| on_error(Out::Err(e.value)))
         .upon_stopped(move || on_stopped(Out::Stop));
     let counting = CountingScope::new();
@@ -1004,6 +1534,7 @@ fn check(tree: &Node, mode: StopMode, frames: Frames, delay: Duration) -> Result
     quiet_model_panics();
     let _serial = serial();
     violations().clear();
+    requester_panics().clear();
     let stop = mode != StopMode::Never;
     let want = reference(tree, stop);
     // On the pool and the single thread the tree is started there (`starts_on`).
@@ -1018,10 +1549,18 @@ fn check(tree: &Node, mode: StopMode, frames: Frames, delay: Duration) -> Result
     // The counting scope's values borrow a count that is never freed.
     let runs = if frames == Frames::Freed { &runs[..3] } else { &runs[..] };
     for (name, run, want) in runs {
-        let got = run();
+        let got = under_deadline(|| format!("{tree:?} under {mode:?}, {name}"), run);
         prop_assert!(want.contains(&got), "{}: got {:?}, want one of {:?}", name, got, want);
         let late = std::mem::take(&mut *violations());
         prop_assert!(late.is_empty(), "{}: {:?}", name, late);
+        // Only a stop callback's panic may reach the requester.
+        let resumed = std::mem::take(&mut *requester_panics());
+        prop_assert!(
+            resumed.iter().all(|m| m.starts_with("model stop callback")),
+            "{}: the stop request resumed {:?}",
+            name,
+            resumed
+        );
     }
     Ok(())
 }
@@ -1101,6 +1640,23 @@ fn directed() -> Vec<(&'static str, Node, StopMode)> {
     let b = Box::new;
     let work = || Then(b(Then(b(ContinuesOn(b(Just(1)))), 1, None)), 1, None);
     vec![
+        (
+            "when_all drops a sibling's value whose Drop panics before it completes",
+            WhenAll(vec![Bomb(b(Just(1)), 0), ContinuesOn(b(JustError(2)))]),
+            StopMode::Never,
+        ),
+        (
+            "let_async_scope drops a scoped value whose Drop panics before it completes",
+            LetScope(b(Bomb(b(Just(0)), 1)), vec![], b(Just(1)), None),
+            StopMode::Never,
+        ),
+        ("a stopped hop drops a value whose Drop panics", ContinuesOn(b(Bomb(b(Just(0)), 2))), StopMode::Before),
+        (
+            "an error passes a function whose Drop panics, and is dropped first",
+            LetValue(b(Bomb(b(Just(0)), 3)), b(ContinuesOn(b(JustError(1)))), None),
+            StopMode::Never,
+        ),
+        ("a when_any loser's stop callback panics", WhenAny(vec![ContinuesOn(b(Just(1))), Waiter(4)]), StopMode::Never),
         ("a hop under a stop requested before it", ContinuesOn(b(Just(1))), StopMode::Before),
         (
             "a hop under a stop requested before it, then `then`",

@@ -186,3 +186,65 @@ fn from_future_delivers_the_panic_of_the_futures_drop() {
     let msg = panic_message(|| sync_wait(starts_on(pool.scheduler(), from_future(Ready(PanicOnDrop)))));
     assert_eq!(msg, "drop");
 }
+
+/// `when_all` drops the value of a child whose sibling failed before it completes (not
+/// with the operation, after): the completion sees it gone, and a panic of its `Drop`
+/// replaces the error.
+#[test]
+fn when_all_drops_a_siblings_value_before_completing_and_its_drop_panic_replaces_the_error() {
+    let pool = common::pool(2);
+    let live = common::Live::new();
+    let failing = || starts_on(pool.scheduler(), just_error::<(), i32>(5));
+    let both = when_all((just(live.track(())).with_error::<i32>(), failing())).then(|_| 0);
+    let alive = sync_wait(both.upon_error(|_| live.alive()));
+    assert_eq!(alive.unwrap(), Some(0), "the value was alive at the completion");
+    let msg = panic_message(|| sync_wait(when_all((just(PanicOnDrop).with_error::<i32>(), failing()))));
+    assert_eq!(msg, "drop");
+}
+
+/// `let_async_scope` drops its scoped value before it completes (not with the
+/// operation, after): the completion sees it gone, and a panic of its `Drop` replaces
+/// the value.
+#[test]
+fn let_async_scope_drops_its_value_before_completing_and_its_drop_panic_is_delivered() {
+    let pool = common::pool(2);
+    let live = common::Live::new();
+    let scoped = just(live.track(())).let_async_scope(|_, _| just(())).then(|()| live.alive());
+    assert_eq!(
+        sync_wait(starts_on(pool.scheduler(), scoped)).unwrap(),
+        Some(0),
+        "the value was alive at the completion"
+    );
+    let scoped = just(PanicOnDrop).let_async_scope(|_, _| just(1));
+    let msg = panic_message(|| sync_wait(starts_on(pool.scheduler(), scoped)));
+    assert_eq!(msg, "drop");
+}
+
+/// A hop stopped by a stop request drops the value it carried inside a catch: the
+/// `Drop`'s panic replaces the stop.
+#[test]
+fn a_stopped_hop_delivers_the_panic_of_its_values_drop() {
+    let pool = common::pool(2);
+    let source = InplaceStopSource::new();
+    source.request_stop();
+    let msg = panic_message(|| sync_wait(stop_when(just(PanicOnDrop).continues_on(pool.scheduler()), source.token())));
+    assert_eq!(msg, "drop");
+}
+
+/// `then` on the error path drops its function; when that `Drop` panics, the error is
+/// dropped too before the panic is delivered.
+#[test]
+fn an_error_is_dropped_before_the_panic_of_a_discarded_functions_drop_is_delivered() {
+    let pool = common::pool(2);
+    let live = common::Live::new();
+    let error = live.track(1);
+    let msg = panic_message(|| {
+        let f = {
+            let bomb = PanicOnDrop;
+            move |()| drop(bomb)
+        };
+        sync_wait(starts_on(pool.scheduler(), just_error::<(), _>(error).then(f)))
+    });
+    assert_eq!(msg, "drop");
+    live.assert_none_alive("when sync_wait returned");
+}

@@ -593,7 +593,11 @@ pub(crate) fn bulk_unchunked<S: Sender, F: BulkFn<S::Value, S::Error>>(
 fn forward_error<F, V, E, R: Receiver<V, E>>(f: F, rcvr: R, error: E) {
     match discard(f) {
         Ok(()) => rcvr.set_error(error),
-        Err(p) => rcvr.set_panic(p),
+        Err(p) => {
+            // DROP ORDER: what the panic replaces is dropped before the completion.
+            let _ = discard(error);
+            rcvr.set_panic(p)
+        }
     }
 }
 

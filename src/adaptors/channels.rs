@@ -167,7 +167,11 @@ macro_rules! forward {
             let Self { rcvr, $field, .. } = self;
             match discard($field) {
                 Ok(()) => rcvr.set_value(value),
-                Err(p) => rcvr.set_panic(p),
+                Err(p) => {
+                    // DROP ORDER: what the panic replaces is dropped before the completion.
+                    let _ = discard(value);
+                    rcvr.set_panic(p)
+                }
             }
         }
     };
@@ -176,7 +180,11 @@ macro_rules! forward {
             let Self { rcvr, $field, .. } = self;
             match discard($field) {
                 Ok(()) => rcvr.set_error(error),
-                Err(p) => rcvr.set_panic(p),
+                Err(p) => {
+                    // DROP ORDER: what the panic replaces is dropped before the completion.
+                    let _ = discard(error);
+                    rcvr.set_panic(p)
+                }
             }
         }
     };
@@ -228,7 +236,11 @@ impl<V, E, R: Receiver<V, E>> Receiver<V, E> for StoppedAsErrorReceiver<V, E, E,
         let StoppedAsErrorReceiver { rcvr, error: unused, .. } = self;
         match discard(unused) {
             Ok(()) => rcvr.set_error(error),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(error);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_stopped(self) {

@@ -194,7 +194,7 @@ impl<V, E, R: Receiver<V, E>> Receiver<(), Infallible> for ContinuesOnHopReceive
         let outcome = unsafe { (*core.outcome.get()).take() };
         // DROP ORDER: `into_panic` consumes the stored outcome, so a value or error
         // the stop discards is dropped here, before the completion releases the waiter.
-        // A pending panic is not lost to a stop.
+        // A pending panic is not lost to a stop, nor a panic of that `Drop`.
         match outcome.and_then(Outcome::into_panic) {
             Some(p) => rcvr.set_panic(p),
             None => rcvr.set_stopped(),

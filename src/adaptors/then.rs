@@ -153,7 +153,11 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
         let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_error(error),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(error);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_stopped(self) {
@@ -217,7 +221,11 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
         let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_value(value),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(value);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_error(self, error: E) {
@@ -288,7 +296,11 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
         let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_value(value),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(value);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_error(self, error: E) {
@@ -296,7 +308,11 @@ impl<V, E, F: FnOnce() -> V, R: Receiver<V, E>> Receiver<V, E> for UponStoppedRe
         let f = f.into_inner();
         match discard(f) {
             Ok(()) => rcvr.set_error(error),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(error);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_stopped(self) {

@@ -62,7 +62,7 @@ use crate::env::Env;
 use crate::factories::{Defer, defer};
 use crate::job::JobRef;
 use crate::outcome::Failure;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::sender::{OperationState, Sender, SenderTo, sender, start_job};
 use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken, hold_live_count};
@@ -102,6 +102,15 @@ impl<T> ValueCell<T> {
         // SAFETY: exclusive by the caller's contract.
         self.0.with_mut(|p| unsafe { (*p).take() }).expect("when_all: missing value")
     }
+    /// Drops the value, if the child delivered one; a panic in its `Drop` is returned.
+    ///
+    /// # Safety
+    ///
+    /// As for [`take`](Self::take).
+    unsafe fn drop_value(&self) -> Result<(), Panic> {
+        // SAFETY: exclusive by the caller's contract.
+        discard(self.0.with_mut(|p| unsafe { (*p).take() }))
+    }
 }
 
 /// The children `when_all` can run: tuples of up to twelve senders that share one error
@@ -132,6 +141,14 @@ pub trait SenderTuple: Sized {
     ///
     /// Every child has delivered its value and arrived.
     unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values;
+    /// Drops the values the children delivered, when the operation does not deliver
+    /// them (a child failed or stopped): each one, even if an earlier `Drop` panicked.
+    /// Returns the first such panic.
+    ///
+    /// # Safety
+    ///
+    /// Every child has arrived.
+    unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic>;
 }
 
 /// A [`SenderTuple`] whose children can all be connected to `when_all`'s receivers.
@@ -573,8 +590,26 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
                     let values = C::take_values(&s.cells);
                     rcvr.set_value(values)
                 }
-                STOPPED => rcvr.set_stopped(),
-                _ => s.failure.with_mut(|p| (*p).take()).expect("when_all: failed without a failure").deliver(rcvr),
+                // DROP ORDER: the values that are not delivered are dropped before the
+                // completion; a panic in a `Drop` replaces a stop or an error.
+                STOPPED => match C::drop_values(&s.cells) {
+                    Ok(()) => rcvr.set_stopped(),
+                    Err(p) => rcvr.set_panic(p),
+                },
+                _ => {
+                    let failure = s.failure.with_mut(|p| (*p).take()).expect("when_all: failed without a failure");
+                    match (C::drop_values(&s.cells), failure) {
+                        (Err(p), Failure::Error(e)) => {
+                            let _ = discard(e);
+                            rcvr.set_panic(p)
+                        }
+                        (dropped, failure) => {
+                            // A second panic loses to the first failure's panic.
+                            drop(dropped);
+                            failure.deliver(rcvr)
+                        }
+                    }
+                }
             }
         }
     }
@@ -690,6 +725,14 @@ macro_rules! tuple_impls {
                 // SAFETY: forwarded from the caller: every child has arrived.
                 unsafe { (cells.$i0.take(), $(cells.$i.take(),)*) }
             }
+            unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic> {
+                // SAFETY: forwarded from the caller: every child has arrived.
+                unsafe {
+                    let first = cells.$i0.drop_value();
+                    $(let first = first.and(cells.$i.drop_value());)*
+                    first
+                }
+            }
         }
 
         impl<R, $S0 $(, $S)*> ConnectTuple<R> for ($S0, $($S,)*)
@@ -778,6 +821,9 @@ impl SenderTuple for () {
     }
     fn empty_cells(_: usize) {}
     unsafe fn take_values((): &()) {}
+    unsafe fn drop_values((): &()) -> Result<(), Panic> {
+        Ok(())
+    }
 }
 
 impl<R: Receiver<(), Infallible>> ConnectTuple<R> for () {
@@ -829,6 +875,29 @@ impl<V> ListCells<V> {
             (0..self.len).map(|i| (*first.byte_add(i * stride)).take()).collect()
         }
     }
+
+    /// Drops the values delivered, each one; returns the first panic of a `Drop`.
+    ///
+    /// # Safety
+    ///
+    /// Every child has arrived; if `connect_all` recorded the slots, they are alive.
+    unsafe fn drop_values(&self) -> Result<(), Panic> {
+        // SAFETY: the caller's contract: the slots, if recorded, are alive and hold a
+        // cell at offset 0 each; with none recorded there is no value.
+        unsafe {
+            let (first, stride) = *self.at.get();
+            if first.is_null() {
+                return Ok(());
+            }
+            // Every cell, even after a panic (no short circuit): the first panic is kept.
+            let mut first_panic = Ok(());
+            for i in 0..self.len {
+                let dropped = (*first.byte_add(i * stride)).drop_value();
+                first_panic = first_panic.and(dropped);
+            }
+            first_panic
+        }
+    }
 }
 
 /// The cell and the operation state of one of a run-time number of children, side by
@@ -860,6 +929,11 @@ macro_rules! list_impls {
                 // SAFETY: forwarded from the caller: every child has arrived, so
                 // `connect_all` recorded the slots, alive in the started operation.
                 unsafe { cells.take() }
+            }
+            unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic> {
+                // SAFETY: forwarded from the caller: every child has arrived; the slots,
+                // if recorded, are alive in the started operation.
+                unsafe { cells.drop_values() }
             }
         }
 

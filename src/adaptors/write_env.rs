@@ -92,14 +92,22 @@ impl<V, E, Q: Query, R: Receiver<V, E>> Receiver<V, E> for WriteEnvReceiver<V, E
         let WriteEnvReceiver { rcvr, value: answer, .. } = self;
         match discard(answer) {
             Ok(()) => rcvr.set_value(value),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(value);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_error(self, error: E) {
         let WriteEnvReceiver { rcvr, value, .. } = self;
         match discard(value) {
             Ok(()) => rcvr.set_error(error),
-            Err(p) => rcvr.set_panic(p),
+            Err(p) => {
+                // DROP ORDER: what the panic replaces is dropped before the completion.
+                let _ = discard(error);
+                rcvr.set_panic(p)
+            }
         }
     }
     fn set_stopped(self) {

@@ -25,7 +25,22 @@ pub(crate) struct LetTail<Sch, E, V2, R> {
     pub(super) result: sync::UnsafeCell<Option<Option<V2>>>,
     /// Forwards the outer stop request to the scope.
     pub(super) stop_cb: UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    /// Drops the scoped value (in the state that holds this tail), once the scope is
+    /// joined: the state's address and a function that takes the value out and drops it,
+    /// returning a panic of its `Drop`.
+    pub(super) drop_value: UnsafeCell<Option<(StateAddr, DropValue)>>,
 }
+
+/// The address of the state that holds a [`LetTail`], for its `drop_value`.
+pub(super) struct StateAddr(pub(super) *const ());
+
+// SAFETY: only the final completion uses it, on whichever thread that runs, to drop the
+// scoped value that the same state holds: the state is `Send` only where that value is.
+unsafe impl Send for StateAddr {}
+
+/// What [`LetTail::drop_value`] calls: drops the scoped value of the state at the
+/// address.
+pub(super) type DropValue = unsafe fn(*const ()) -> Result<(), Panic>;
 
 impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
     pub(super) fn shared(&self) -> &LetScopeShared<Sch, E> {
@@ -51,6 +66,19 @@ impl<Sch, E, V2, R: Receiver<V2, E>> LetTail<Sch, E, V2, R> {
         };
         let shared = self.shared();
         let panic = shared.core.take_panic();
+        // DROP ORDER: the scoped value goes before the completion (nothing borrows it
+        // any more: the scope is joined); a panic in its `Drop` loses to a panic and
+        // replaces an error, a value or a stop.
+        // SAFETY: the caller's contract: the scope is joined, and the state that holds
+        // the value is the one that holds this tail, alive.
+        let value_dropped = unsafe { (*self.drop_value.get()).take().map_or(Ok(()), |(state, f)| f(state.0)) };
+        let panic = match (panic, value_dropped) {
+            (Some(p), dropped) => {
+                drop(dropped);
+                Some(p)
+            }
+            (None, dropped) => dropped.err(),
+        };
         // SAFETY: the join ordered every write of the slot before this read.
         let error = shared.error.with_mut(|e| unsafe { (*e).take() });
         shared.core.release();

@@ -35,7 +35,7 @@ use crate::domain::NoDomain;
 use crate::env::Env;
 use crate::factories::just::{Just, just};
 use crate::job::JobRef;
-use crate::panic::{Panic, catch};
+use crate::panic::{Panic, catch, discard};
 use crate::receiver::Receiver;
 use crate::scheduler::{HopTo, MaybeScheduler};
 use crate::sender::{OperationState, Sender, SenderTo, sender};
@@ -53,6 +53,7 @@ mod loom_tests;
 pub(crate) use association::{Invariant, LetScopeShared, OpCell, Props};
 pub use association::{LetAssociation, LetScopeToken};
 pub(crate) use completion::LetTail;
+use completion::StateAddr;
 pub use completion::{LetHop, LetResult};
 
 /// What the function given to `let_async_scope` may return: a sender, or `()` (which
@@ -117,7 +118,8 @@ impl<S, F, Sch, S2> std::fmt::Debug for LetAsyncScope<'_, S, F, Sch, S2> {
 ///   returns it), that scheduler's domain, user queries, and the scope's stop token.
 /// - The operation completes on the receiver's scheduler (inline if the environment has
 ///   none, or if nothing was left running at the join).
-/// - The value is dropped with the operation. To have it back after the join, keep it
+/// - The value is dropped after the join, before the operation completes (a panic in its
+///   `Drop` replaces a value, an error or a stop). To have it back after the join, keep it
 ///   in a [`let_value_ref`](crate::SenderExt::let_value_ref) around the scope: the
 ///   scope's work borrows it from there, and `let_value_ref` hands it on once the scope
 ///   has completed:
@@ -260,6 +262,18 @@ where
         unsafe { (*self.state().tail.rcvr.get()).take() }.expect("let_async_scope: completes once")
     }
 
+    /// Drops the scoped value of the state at `state`.
+    ///
+    /// # Safety
+    ///
+    /// `state` is a live `LetScopeState` of this type whose scope is joined: nothing
+    /// borrows the value any more.
+    unsafe fn drop_value(state: *const ()) -> Result<(), Panic> {
+        // SAFETY: the caller's contract.
+        let value = unsafe { (*(*state.cast::<LetScopeState<S, F, Sch, S2, R>>()).args.get()).take() };
+        discard(value)
+    }
+
     /// The count reached zero under the join.
     ///
     /// # Safety
@@ -331,6 +345,7 @@ where
             Pin::new_unchecked(cb).register();
 
             let args = (*state.args.get()).insert(value);
+            *state.tail.drop_value.get() = Some((StateAddr(std::ptr::from_ref(state).cast()), Self::drop_value));
             let f = (*state.f.get()).take().expect("let_async_scope: function runs once");
             // The result sender's association is taken before the join starts, so the
             // join cannot finish before that sender completes.
@@ -415,6 +430,7 @@ where
                     shared: UnsafeCell::new(None),
                     result: sync::UnsafeCell::new(None),
                     stop_cb: UnsafeCell::new(None),
+                    drop_value: UnsafeCell::new(None),
                 },
                 f: UnsafeCell::new(Some(self.f)),
                 args: UnsafeCell::new(None),
