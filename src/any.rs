@@ -35,8 +35,9 @@
 //!
 //! - *The domain.* `then` is customizable late, by the domain found at `connect`, which
 //!   for an `AnySender` is the erased environment's (`Sch`'s, or the pool's). Only a
-//!   domain whose `Domain::THEN_IS_DEFAULT` is true (`default_transforms!(then)` and
-//!   the pool's domain say so) has the `then` run as a plain call. `tests/domains.rs`
+//!   domain whose `Domain::THEN_IS_DEFAULT` is true (one whose `default_transforms!`
+//!   writes `then`'s default, and the pool's domain) has the `then` run as a plain
+//!   call. `tests/domains.rs`
 //!   checks that a domain customizing `then` still sees an erased `just(2).then(..)` at
 //!   connect.
 //! - *`Send`.* The hooks, `Sender::into_ready_fn` and `Sender::into_held_value`, take a
