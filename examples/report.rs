@@ -6,6 +6,7 @@
 //! cargo run --release --example report            # --quick, the default: well under a minute
 //! cargo run --release --example report -- --full  # the benches' sizes: about 100 s
 //! cargo run --release --example report -- --threads 8  # 8 workers on every side
+//! cargo run --release --example report -- --redraw docs/report.md  # the chart of a saved run
 //! ```
 //!
 //! Each workload is timed in interleaved rounds: every round times one batch of each
@@ -131,17 +132,20 @@ struct Options {
     mode: Mode,
     /// Workers on every side (at least 1).
     threads: usize,
+    /// `--redraw FILE`: no run; the table and chart are rewritten from a `report.md`
+    /// written earlier (on another machine, say).
+    redraw: Option<PathBuf>,
 }
 
 impl Options {
-    /// Reads `--quick` / `--full` and `--threads N` from the command line; anything else
-    /// is an error.
+    /// Reads `--quick` / `--full`, `--threads N` and `--redraw FILE` from the command
+    /// line; anything else is an error.
     fn from_args() -> Options {
         let usage = |why: String| -> ! {
-            eprintln!("{why}; usage: report [--quick | --full] [--threads N]");
+            eprintln!("{why}; usage: report [--quick | --full] [--threads N] | report --redraw REPORT.md");
             std::process::exit(2);
         };
-        let mut options = Options { mode: Mode::Quick, threads: THREADS };
+        let mut options = Options { mode: Mode::Quick, threads: THREADS, redraw: None };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -153,6 +157,10 @@ impl Options {
                         _ => usage("--threads takes a number of workers, at least 1".to_string()),
                     }
                 }
+                "--redraw" => match args.next() {
+                    Some(file) => options.redraw = Some(PathBuf::from(file)),
+                    None => usage("--redraw takes the report.md to draw".to_string()),
+                },
                 other => usage(format!("unknown option {other:?}")),
             }
         }
@@ -925,7 +933,7 @@ fn load_font() -> bool {
 }
 
 /// Chart size in pixels.
-const CHART: (u32, u32) = (1200, 640);
+const CHART: (u32, u32) = (1200, 820);
 /// The colour of our bars.
 const OURS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 /// The colour of tokio's bars.
@@ -1026,9 +1034,55 @@ fn write_outputs(dir: &Path, md: &str, rows: &[Row]) -> Result<(), String> {
     draw(BitMapBackend::new(&dir.join("report.png"), CHART).into_drawing_area(), rows, text)
 }
 
+/// Parses a duration as [`format_ns`] writes it (`—` is none).
+fn parse_ns(cell: &str) -> Result<Option<f64>, String> {
+    if cell == "—" {
+        return Ok(None);
+    }
+    let (number, unit) = cell.split_once(' ').ok_or_else(|| format!("not a duration: {cell:?}"))?;
+    let number: f64 = number.parse().map_err(|e| format!("{cell:?}: {e}"))?;
+    let scale = match unit {
+        "ms" => 1e6,
+        "µs" => 1e3,
+        "ns" => 1.0,
+        other => return Err(format!("unknown unit {other:?}")),
+    };
+    Ok(Some(number * scale))
+}
+
+/// The rows of a table that [`markdown`] wrote.
+fn parse_rows(md: &str) -> Result<Vec<Row>, String> {
+    md.lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| workload"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            let [name, ours, rayon, _, tokio, _] = cells[..] else {
+                return Err(format!("not a row of the report: {l:?}"));
+            };
+            let ours = parse_ns(ours)?.ok_or_else(|| format!("no time of ours: {l:?}"))?;
+            Ok(Row { name: name.to_owned(), ours, rayon: parse_ns(rayon)?, tokio: parse_ns(tokio)? })
+        })
+        .collect()
+}
+
 /// Runs every workload with a progress bar, prints the table and writes the report.
 fn main() {
-    let Options { mode, threads } = Options::from_args();
+    let Options { mode, threads, redraw } = Options::from_args();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/report");
+    if let Some(file) = redraw {
+        let drawn = std::fs::read_to_string(&file)
+            .map_err(|e| format!("{}: {e}", file.display()))
+            .and_then(|md| Ok((parse_rows(&md)?, md)))
+            .and_then(|(rows, md)| write_outputs(&dir, &md, &rows));
+        match drawn {
+            Ok(()) => println!("redrew {} into {}", file.display(), dir.display()),
+            Err(e) => {
+                eprintln!("redrawing {}: {e}", file.display());
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let pools = Pools::new(threads);
     let mut work = workloads(&pools, mode);
     let bar = ProgressBar::new(work.len() as u64);
@@ -1046,7 +1100,6 @@ fn main() {
 
     let md = markdown(&rows, mode, threads);
     println!("{md}");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/report");
     match write_outputs(&dir, &md, &rows) {
         Ok(()) => println!("wrote {0}/report.md, {0}/report.svg and {0}/report.png", dir.display()),
         Err(e) => {
