@@ -267,12 +267,28 @@ impl Drop for RunLoop {
 
 impl RunLoop {
     /// A new, empty run loop.
+    ///
+    /// ```
+    /// use senders::RunLoop;
+    /// let run_loop = RunLoop::new();
+    /// run_loop.finish();
+    /// run_loop.run(); // nothing queued: returns at once
+    /// ```
     pub fn new() -> Self {
         RunLoop { inner: Arc::new(Inner::new()) }
     }
 
     /// A scheduler whose `schedule()` completes on the thread running this loop. Once
     /// the loop is finished (or dropped), `schedule()` completes stopped.
+    ///
+    /// ```
+    /// use senders::{RunLoop, schedule, sync_wait};
+    /// let run_loop = RunLoop::new();
+    /// let sch = run_loop.scheduler();
+    /// run_loop.finish();
+    /// run_loop.run();
+    /// assert_eq!(sync_wait(schedule(&sch)).unwrap(), None, "a finished loop completes stopped");
+    /// ```
     pub fn scheduler(&self) -> RunLoopScheduler {
         RunLoopScheduler { inner: self.inner.clone() }
     }
@@ -283,6 +299,25 @@ impl RunLoop {
     /// A work item whose completion unwinds breaks the receiver contract (completions
     /// must not unwind); the process is aborted rather than leaving operation states
     /// half-completed.
+    ///
+    /// ```
+    /// use senders::{RunLoop, SenderExt, schedule, sync_wait_value};
+    /// use std::sync::mpsc;
+    /// let run_loop = RunLoop::new();
+    /// let sch = run_loop.scheduler();
+    /// let (tx, rx) = mpsc::channel();
+    /// let here = std::thread::current().id();
+    /// std::thread::scope(|s| {
+    ///     // Another thread schedules work on the loop, waits for it, then finishes it.
+    ///     s.spawn(|| {
+    ///         let ran_on = sync_wait_value(schedule(&sch).then(|()| std::thread::current().id()));
+    ///         tx.send(ran_on).unwrap();
+    ///         run_loop.finish();
+    ///     });
+    ///     run_loop.run(); // runs that work on this thread, then returns
+    /// });
+    /// assert_eq!(rx.recv().unwrap(), here);
+    /// ```
     pub fn run(&self) {
         let inner = &*self.inner;
         inner.runner.store(thread_mark(), Ordering::Release);
@@ -353,6 +388,13 @@ impl RunLoop {
     }
 
     /// Asks [`run`](Self::run) to return once the queue is empty. Work scheduled after
+    ///
+    /// ```
+    /// use senders::{RunLoop, schedule, sync_wait};
+    /// let run_loop = RunLoop::new();
+    /// run_loop.finish();
+    /// assert_eq!(sync_wait(schedule(&run_loop.scheduler())).unwrap(), None);
+    /// ```
     /// this completes stopped.
     pub fn finish(&self) {
         self.inner.finish();
@@ -639,6 +681,13 @@ impl RunLoopScheduler {
     }
 
     /// Whether the calling thread is the one currently running this loop.
+    ///
+    /// ```
+    /// use senders::{GetScheduler, RunLoopScheduler, SenderExt, read_env, sync_wait_value};
+    /// // `sync_wait` drives a run loop on this thread; its scheduler is the current one.
+    /// let on_loop = sync_wait_value(read_env(GetScheduler).then(|s: RunLoopScheduler| s.is_current()));
+    /// assert!(on_loop);
+    /// ```
     pub fn is_current(&self) -> bool {
         self.inner.runner.load(Ordering::Acquire) == thread_mark()
     }

@@ -221,6 +221,21 @@ impl<T, E> std::fmt::Debug for Task<'_, T, E> {
 
 impl<'a, T, E> Task<'a, T, E> {
     /// A task running `fut` when started.
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, Task, just, starts_on, sync_wait, when_all};
+    /// let data = vec![1, 2, 3];
+    /// // The task borrows `data`; it does nothing until started.
+    /// let sum: Task<'_, i32, String> = Task::new(async {
+    ///     let Ok((a, b)) = when_all((just(data[0]), just(data[1] + data[2]))).await; // infallible
+    ///     if a + b > 100 {
+    ///         return Err("too big".to_string());
+    ///     }
+    ///     Ok(a + b)
+    /// });
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// assert_eq!(sync_wait(starts_on(pool.scheduler(), sum)), Ok(Some(6)));
+    /// ```
     pub fn new<F>(fut: F) -> Self
     where
         F: Future<Output = Result<T, E>> + Send + 'a,
