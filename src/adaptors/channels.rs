@@ -124,6 +124,11 @@ pub trait MapErrorFn<E> {
     /// The new error type.
     type Output;
     /// Maps the error.
+    ///
+    /// ```
+    /// use senders::adaptors::MapErrorFn;
+    /// assert_eq!(MapErrorFn::call(|e: &str| e.len(), "four"), 4);
+    /// ```
     fn call(self, error: E) -> Self::Output;
 }
 impl<E, E2, F: FnOnce(E) -> E2> MapErrorFn<E> for F {
