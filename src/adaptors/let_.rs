@@ -30,7 +30,9 @@ pub enum OnError {}
 /// Marker: the stopped channel starts the second sender.
 pub enum OnStopped {}
 
-/// The sender of `let_value`, `let_error` or `let_stopped` (chosen by `K`).
+/// The sender of [`let_value`](crate::SenderExt::let_value),
+/// [`let_error`](crate::SenderExt::let_error) or
+/// [`let_stopped`](crate::SenderExt::let_stopped) (chosen by `K`).
 #[must_use = "senders do nothing unless connected and started"]
 pub struct Let<K, S, F> {
     sndr: S,

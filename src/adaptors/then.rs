@@ -34,7 +34,8 @@ impl<V, U, F: FnOnce(V) -> U> ThenFn<V> for F {
     }
 }
 
-/// The untransformed sender of `then(sndr, f)`.
+/// The untransformed sender of `then(sndr, f)`, made by
+/// [`SenderExt::then`](crate::SenderExt::then).
 ///
 /// It is what early customization hands to a domain, and, if no domain replaced it
 /// early, what `connect` hands to the late domain. Decompose it with
@@ -203,7 +204,9 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
 }
 
-/// The sender of `upon_error(sndr, f)`: an error `e` becomes the value `f(e)`.
+/// The sender of `upon_error(sndr, f)`, made by
+/// [`SenderExt::upon_error`](crate::SenderExt::upon_error): an error `e` becomes the value
+/// `f(e)`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct UponError<S, F> {
     sndr: S,
@@ -278,7 +281,9 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
     }
 }
 
-/// The sender of `upon_stopped(sndr, f)`: a stop becomes the value `f()`.
+/// The sender of `upon_stopped(sndr, f)`, made by
+/// [`SenderExt::upon_stopped`](crate::SenderExt::upon_stopped): a stop becomes the value
+/// `f()`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct UponStopped<S, F> {
     sndr: S,
