@@ -126,6 +126,26 @@ pub trait HopTo<R>: MaybeScheduler {
     /// The operation of the hop.
     type Op: OperationState;
     /// `connect(schedule(self), rcvr)`, or `None` to complete inline.
+    ///
+    /// ```
+    /// # use std::convert::Infallible;
+    /// # use senders::{EmptyEnv, Panic, Receiver};
+    /// # struct Ignore;
+    /// # impl Receiver<(), Infallible> for Ignore {
+    /// #     type Env = EmptyEnv;
+    /// #     fn env(&self) -> &EmptyEnv { &EmptyEnv }
+    /// #     fn set_value(self, _value: ()) {}
+    /// #     fn set_error(self, error: Infallible) { match error {} }
+    /// #     fn set_stopped(self) {}
+    /// #     fn set_panic(self, _panic: Panic) {}
+    /// # }
+    /// use senders::SingleThreadContext;
+    /// use senders::{schedulers::NoScheduler, scope::HopTo};
+    /// // `Ignore` is a receiver that drops what it receives.
+    /// assert!(NoScheduler.hop(Ignore).is_none(), "no scheduler: the caller completes inline");
+    /// let ctx = SingleThreadContext::new();
+    /// assert!(ctx.scheduler().hop(Ignore).is_some(), "an operation to start, which completes there");
+    /// ```
     fn hop(&self, rcvr: R) -> Option<Self::Op>;
 }
 
