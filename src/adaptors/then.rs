@@ -18,6 +18,11 @@ pub trait ThenFn<V> {
     /// The function's result, the new value.
     type Output;
     /// Calls the function.
+    ///
+    /// ```
+    /// use senders::adaptors::ThenFn;
+    /// assert_eq!(ThenFn::call(|x: i32| x * 2, 21), 42);
+    /// ```
     fn call(self, value: V) -> Self::Output;
 }
 
@@ -29,7 +34,8 @@ impl<V, U, F: FnOnce(V) -> U> ThenFn<V> for F {
     }
 }
 
-/// The untransformed sender of `then(sndr, f)`.
+/// The untransformed sender of `then(sndr, f)`, made by
+/// [`SenderExt::then`](crate::SenderExt::then).
 ///
 /// It is what early customization hands to a domain, and, if no domain replaced it
 /// early, what `connect` hands to the late domain. Decompose it with
@@ -44,14 +50,36 @@ pub struct Then<S, F> {
 impl<S, F> Then<S, F> {
     /// Builds the untransformed sender. Prefer [`SenderExt::then`](crate::SenderExt::then),
     /// which also applies early customization.
+    ///
+    /// ```
+    /// use senders::adaptors::Then;
+    /// use senders::{just, sync_wait};
+    /// let t = Then::new(just(20), |x: i32| x + 1);
+    /// assert_eq!(sync_wait(t).unwrap(), Some(21));
+    /// ```
     pub fn new(sndr: S, f: F) -> Self {
         Then { sndr, f }
     }
     /// The predecessor and the function (P2999's `[tag, data, child]`).
+    ///
+    /// ```
+    /// use senders::adaptors::Then;
+    /// use senders::{just, sync_wait};
+    /// let (pred, f) = Then::new(just(20), |x: i32| x + 1).into_parts();
+    /// assert_eq!(f(1), 2);
+    /// assert_eq!(sync_wait(pred).unwrap(), Some(20));
+    /// ```
     pub fn into_parts(self) -> (S, F) {
         (self.sndr, self.f)
     }
     /// The default implementation of this `then`.
+    ///
+    /// ```
+    /// use senders::adaptors::Then;
+    /// use senders::{just, sync_wait};
+    /// let lowered = Then::new(just(2), |x: i32| x * 21).lower();
+    /// assert_eq!(sync_wait(lowered).unwrap(), Some(42));
+    /// ```
     pub fn lower(self) -> ThenImpl<S, F> {
         ThenImpl { sndr: self.sndr, f: self.f }
     }
@@ -176,7 +204,9 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
 }
 
-/// The sender of `upon_error(sndr, f)`: an error `e` becomes the value `f(e)`.
+/// The sender of `upon_error(sndr, f)`, made by
+/// [`SenderExt::upon_error`](crate::SenderExt::upon_error): an error `e` becomes the value
+/// `f(e)`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct UponError<S, F> {
     sndr: S,
@@ -251,7 +281,9 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
     }
 }
 
-/// The sender of `upon_stopped(sndr, f)`: a stop becomes the value `f()`.
+/// The sender of `upon_stopped(sndr, f)`, made by
+/// [`SenderExt::upon_stopped`](crate::SenderExt::upon_stopped): a stop becomes the value
+/// `f()`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct UponStopped<S, F> {
     sndr: S,
