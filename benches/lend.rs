@@ -19,7 +19,11 @@
 //! cargo bench --bench lend -- --warm-up-time 1 --measurement-time 3
 //! ```
 //!
-//! `SENDERS_LEND_PAIRED_ONLY=1` runs the interleaved rounds alone. For profilers,
+//! `SENDERS_LEND_PAIRED_ONLY=1` runs the interleaved rounds alone;
+//! `SENDERS_LEND_CASES=matmulz,strassen` picks the cases they time and
+//! `SENDERS_LEND_ROUNDS=<n>` their number (21 by default); the cases
+//! `matmulz_rayon_rayon` and `strassen_rayon_rayon` (run only when named) time rayon
+//! against itself, the noise of the ratio. For profilers,
 //! `SENDERS_LEND_PROFILE=<mergesort|matmulz|strassen>[_rayon]:<repeats>` runs one
 //! workload without criterion (`_rayon`: rayon's), and `SENDERS_PROFILE_THREADS=1` gives
 //! both pools one worker, so that callgrind counts what each side adds per node.
@@ -182,6 +186,7 @@ fn main() {
     let (a, b, unsorted, rayon_pool) = (&a, &b, &unsorted, &rayon_pool);
     let (mut v, mut buf, mut dest) = (Vec::new(), vec![0u32; SORT_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
     let (mut w, mut wbuf, mut wdest) = (Vec::new(), vec![0u32; SORT_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
+    let (mut xdest, mut ydest) = (vec![0.0f32; MATRIX_N * MATRIX_N], vec![0.0f32; MATRIX_N * MATRIX_N]);
     let (sch1, sch2, sch3) = (sch.clone(), sch.clone(), sch.clone());
     let mut cases = [
         Case {
@@ -213,10 +218,33 @@ fn main() {
             }),
             rayon: Box::new(|| drop(black_box(rayon_pool.install(|| rayon_strassen(a, b, MATRIX_N))))),
         },
+        // Rayon against itself (run only when named): the noise of the ratio.
+        Case {
+            name: "matmulz_rayon_rayon",
+            ours: Box::new(|| {
+                xdest.fill(0.0);
+                rayon_pool.install(|| rayon_mul_add(a, b, &mut xdest, MATRIX_N));
+            }),
+            rayon: Box::new(|| {
+                ydest.fill(0.0);
+                rayon_pool.install(|| rayon_mul_add(a, b, &mut ydest, MATRIX_N));
+            }),
+        },
+        Case {
+            name: "strassen_rayon_rayon",
+            ours: Box::new(|| drop(black_box(rayon_pool.install(|| rayon_strassen(a, b, MATRIX_N))))),
+            rayon: Box::new(|| drop(black_box(rayon_pool.install(|| rayon_strassen(a, b, MATRIX_N))))),
+        },
     ];
-    println!("\ninterleaved rounds ({ROUNDS}), {THREADS} workers each: ours ÷ rayon, median [range]");
-    for case in &mut cases {
-        let rounds = paired::paired_rounds(ROUNDS, (&mut *case.ours, 1), (&mut *case.rayon, 1));
+    let rounds = std::env::var("SENDERS_LEND_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(ROUNDS);
+    let picked = std::env::var("SENDERS_LEND_CASES").ok();
+    let picked = |name: &str| match picked.as_deref() {
+        Some(list) => list.split(',').any(|c| c == name),
+        None => !name.ends_with("_rayon_rayon"),
+    };
+    println!("\ninterleaved rounds ({rounds}), {THREADS} workers each: ours ÷ rayon, median [range]");
+    for case in cases.iter_mut().filter(|case| picked(case.name)) {
+        let rounds = paired::paired_rounds(rounds, (&mut *case.ours, 1), (&mut *case.rayon, 1));
         let ratios: Vec<f64> = rounds.iter().map(|(o, r)| o / r).collect();
         let ours: Vec<f64> = rounds.iter().map(|r| r.0).collect();
         let theirs: Vec<f64> = rounds.iter().map(|r| r.1).collect();

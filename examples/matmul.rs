@@ -57,7 +57,12 @@ pub fn mul_add<'a>(a: &'a [f32], b: &'a [f32], dest: &'a mut [f32], n: usize) ->
     let h = n / 2;
     let [a00, a01, a10, a11] = quadrants(a);
     let [b00, b01, b10, b11] = quadrants(b);
-    just((dest, vec![0.0f32; n * n]))
+    // The scratch matrix is made when the node runs, in the `then`, not when its sender
+    // is built: a node builds its 8 children's senders before the first one runs, so a
+    // `vec!` in `just(..)` would zero 8 scratch matrices at once on the parent's worker,
+    // long before and far from their use (callgrind: 2.4 times rayon's last-level misses).
+    just(dest)
+        .then(move |dest| (dest, vec![0.0f32; n * n]))
         .let_value_ref(move |(dest, tmp), _| {
             let [d00, d01, d10, d11] = quadrants_mut(dest);
             let [t00, t01, t10, t11] = quadrants_mut(tmp);
