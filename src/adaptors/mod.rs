@@ -10,9 +10,9 @@
 //! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
 //! | `let_ref.rs` | `let_value_ref`, `let_value_ref_with`: `let_value` by reference, handing the value on |
-//! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
+//! | `bulk/` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
 //! | `reduce.rs` | `bulk_reduce`, `bulk_map_reduce`: fold per chunk, then combine in order (lowered onto `bulk_chunked`) |
-//! | `when_all.rs` | `when_all`, `fork_join`, and the start policies a domain plugs in |
+//! | `when_all/` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
 //! | `on.rs` | `on` |
