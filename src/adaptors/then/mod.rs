@@ -12,45 +12,11 @@ use crate::receiver::Receiver;
 use crate::sender::seal::Seal;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 
-/// A function `then` can apply to a value of type `V`. Implemented for every
-/// `FnOnce(V) -> U`.
-pub trait ThenFn<V> {
-    /// The function's result, the new value.
-    type Output;
-    /// Calls the function.
-    fn call(self, value: V) -> Self::Output;
-}
+mod hook;
 
-impl<V, U, F: FnOnce(V) -> U> ThenFn<V> for F {
-    type Output = U;
-    #[inline]
-    fn call(self, value: V) -> U {
-        self(value)
-    }
-}
-
-/// The untransformed sender of `then(sndr, f)`.
-///
-/// It is what early customization hands to a domain, and, if no domain replaced it
-/// early, what `connect` hands to the late domain. Decompose it with
-/// [`into_parts`](Then::into_parts) or lower it to the default with
-/// [`lower`](Then::lower).
-#[must_use = "senders do nothing unless connected and started"]
-pub struct Then<S, F> {
-    sndr: S,
-    f: F,
-}
+pub use hook::{Then, ThenFn};
 
 impl<S, F> Then<S, F> {
-    /// Builds the untransformed sender. Prefer [`SenderExt::then`](crate::SenderExt::then),
-    /// which also applies early customization.
-    pub fn new(sndr: S, f: F) -> Self {
-        Then { sndr, f }
-    }
-    /// The predecessor and the function (P2999's `[tag, data, child]`).
-    pub fn into_parts(self) -> (S, F) {
-        (self.sndr, self.f)
-    }
     /// The default implementation of this `then`.
     pub fn lower(self) -> ThenImpl<S, F> {
         ThenImpl { sndr: self.sndr, f: self.f }
