@@ -210,7 +210,7 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     where
         S: Sender + SenderTo<WaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
     {
-        <DefaultDomain as DefaultSyncWait>::sync_wait(sndr)
+        <DefaultDomain as DefaultSyncWait>::wait(sndr)
     }
 }
 
@@ -223,7 +223,7 @@ pub trait DefaultSyncWait {
     type Receiver<V, E>: Receiver<V, E>;
     /// Starts `sndr` and blocks the calling thread until it completes, as
     /// [`sync_wait`](crate::sync_wait) describes.
-    fn sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+    fn wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
     where
         S: Sender + SenderTo<Self::Receiver<<S as Sender>::Value, <S as Sender>::Error>>;
 }

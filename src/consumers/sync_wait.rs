@@ -189,7 +189,7 @@ impl<V, E> Receiver<V, E> for SyncWaitReceiver<V, E> {
 /// runs unless a domain replaces it.
 impl DefaultSyncWait for DefaultDomain {
     type Receiver<V, E> = SyncWaitReceiver<V, E>;
-    fn sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+    fn wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
     where
         S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
     {
