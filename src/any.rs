@@ -182,6 +182,14 @@ impl<S: Scheduler> ErasedEnvScheduler for S {
 /// itself.
 pub trait IntoAnyScheduler<Sch>: MaybeScheduler {
     /// Converts.
+    ///
+    /// ```
+    /// use senders::InlineScheduler;
+    /// use senders::{any::IntoAnyScheduler, schedulers::NoScheduler};
+    /// let sch = InlineScheduler;
+    /// assert_eq!(IntoAnyScheduler::<InlineScheduler>::into_any(sch.clone()), sch, "kept");
+    /// assert_eq!(IntoAnyScheduler::<NoScheduler>::into_any(sch), NoScheduler, "forgotten");
+    /// ```
     fn into_any(self) -> Sch;
 }
 
@@ -495,7 +503,15 @@ impl<V, E, Sch> std::fmt::Debug for AnySender<'_, V, E, Sch> {
 }
 
 impl<'a, V, E, Sch: ErasedEnvScheduler> AnySender<'a, V, E, Sch> {
-    /// Erases `sndr`: one block from the per-thread recycler.
+    /// Erases `sndr`: one block from the per-thread recycler. The erased sender may
+    /// borrow for `'a`, as `sndr` does.
+    ///
+    /// ```
+    /// use senders::{AnySender, SenderExt, just, sync_wait};
+    /// let v = vec![1, 2, 3];
+    /// let sum: AnySender<'_, i32> = AnySender::new(just(&v).then(|v: &Vec<i32>| v.iter().sum()));
+    /// assert_eq!(sync_wait(sum).unwrap(), Some(6));
+    /// ```
     pub fn new<S>(sndr: S) -> Self
     where
         S: SenderTo<AnyReceiver<V, E, Sch>, Value = V, Error = E> + Send + 'a,

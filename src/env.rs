@@ -33,13 +33,56 @@ pub trait Env {
     type Domain: MaybeDomain;
 
     /// The current scheduler.
+    ///
+    /// ```
+    /// use senders::Env;
+    /// use senders::schedulers::NoScheduler;
+    /// // `EmptyEnv` has none; a receiver inside `starts_on(sch, ..)` answers `sch`.
+    /// assert_eq!(senders::EmptyEnv.scheduler(), NoScheduler);
+    /// ```
     fn scheduler(&self) -> Self::Scheduler;
 
     /// The stop token the operation should observe. It borrows the environment, so it
     /// cannot be kept beyond the operation.
+    ///
+    /// ```
+    /// use senders::{Env, InplaceStopSource, StopToken};
+    /// use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// struct Cancellable<'a>(&'a InplaceStopSource);
+    /// impl Env for Cancellable<'_> {
+    ///     type Scheduler = NoScheduler;
+    ///     type Domain = NoDomain;
+    ///     fn scheduler(&self) -> NoScheduler { NoScheduler }
+    ///     fn stop_token(&self) -> StopToken<'_> { self.0.token() }
+    /// }
+    /// let source = InplaceStopSource::new();
+    /// let env = Cancellable(&source);
+    /// assert!(!env.stop_token().stop_requested());
+    /// source.request_stop();
+    /// assert!(env.stop_token().stop_requested());
+    /// ```
     fn stop_token(&self) -> StopToken<'_>;
 
     /// Looks up a user query by the `TypeId` of its [`Query`] key. Use [`EnvExt::get`].
+    ///
+    /// ```
+    /// use senders::{Env, EnvExt, Query, StopToken};
+    /// use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// use std::any::{Any, TypeId};
+    /// struct Tenant;
+    /// impl Query for Tenant { type Value = &'static str; }
+    /// struct Acme;
+    /// impl Env for Acme {
+    ///     type Scheduler = NoScheduler;
+    ///     type Domain = NoDomain;
+    ///     fn scheduler(&self) -> NoScheduler { NoScheduler }
+    ///     fn stop_token(&self) -> StopToken<'_> { StopToken::never() }
+    ///     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+    ///         (key == TypeId::of::<Tenant>()).then_some(&"acme" as &(dyn Any + Send + Sync))
+    ///     }
+    /// }
+    /// assert_eq!(Acme.get::<Tenant>(), Some(&"acme"));
+    /// ```
     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
         let _ = key;
         None
@@ -70,6 +113,17 @@ pub trait Query: 'static {
 /// ```
 pub trait EnvExt: Env {
     /// The answer to the user query `Q`, if any layer of the environment provides it.
+    ///
+    /// ```
+    /// use senders::{EnvExt, Query, SenderExt, prop, read_env, sync_wait};
+    /// struct Tenant;
+    /// impl Query for Tenant { type Value = &'static str; }
+    /// // A receiver's environment, as an operation sees it, answers through `get`:
+    /// // `read_env(Tenant)` is `env.get::<Tenant>().cloned()`.
+    /// let s = read_env(Tenant).write_env(prop::<Tenant>("acme"));
+    /// assert_eq!(sync_wait(s).unwrap(), Some(Some("acme")));
+    /// assert_eq!(senders::EmptyEnv.get::<Tenant>(), None);
+    /// ```
     fn get<Q: Query>(&self) -> Option<&Q::Value> {
         self.prop(TypeId::of::<Q>()).and_then(|v| v.downcast_ref::<Q::Value>())
     }
@@ -119,6 +173,12 @@ pub trait EnvQuery<E: Env + ?Sized> {
     /// The answer's type.
     type Output;
     /// Asks `env`.
+    ///
+    /// ```
+    /// use senders::{EmptyEnv, GetDomain, DefaultDomain};
+    /// use senders::env::EnvQuery;
+    /// assert_eq!(GetDomain.ask(&EmptyEnv), DefaultDomain);
+    /// ```
     fn ask(&self, env: &E) -> Self::Output;
 }
 

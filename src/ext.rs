@@ -654,6 +654,11 @@ pub trait SenderExt: Sender {
 
     /// `into_variant(sndr)`: the identity on values here, since a sender has exactly
     /// one value type.
+    ///
+    /// ```
+    /// use senders::{SenderExt, just, sync_wait};
+    /// assert_eq!(sync_wait(just((1, "one")).into_variant()).unwrap(), Some((1, "one")));
+    /// ```
     fn into_variant(self) -> IntoVariant<Self> {
         IntoVariant::new(self)
     }
@@ -681,6 +686,13 @@ pub trait SenderExt: Sender {
 
     /// Types a sender that cannot fail as one that may fail with `E` (zero cost), so it
     /// can be combined with fallible senders, which must share one error type.
+    ///
+    /// ```
+    /// use senders::{SenderExt, just, just_error, sync_wait, when_all};
+    /// let both = when_all((just(1).with_error::<&str>(), just_error::<i32, _>("disk full")));
+    /// assert_eq!(sync_wait(both), Err("disk full"));
+    /// assert_eq!(sync_wait(just(1).with_error::<&str>()), Ok(Some(1)));
+    /// ```
     fn with_error<E>(self) -> WithError<Self, E>
     where
         Self: Sender<Error = Infallible>,
@@ -703,6 +715,15 @@ pub trait SenderExt: Sender {
 
     /// `continues_on(sndr, sch)`: completes with `sndr`'s result on `sch`
     /// (`schedule_from(sch, sndr)`).
+    ///
+    /// ```
+    /// use senders::{Scheduler, SenderExt, SingleThreadContext, just, sync_wait};
+    /// let ctx = SingleThreadContext::new();
+    /// let sch = ctx.scheduler();
+    /// let there = sch.clone();
+    /// let s = just(6).continues_on(sch).then(move |x| (x * 7, there.is_current()));
+    /// assert_eq!(sync_wait(s).unwrap(), Some((42, true)));
+    /// ```
     fn continues_on<Sch: Scheduler>(self, sch: Sch) -> ScheduleFrom<Sch, Self> {
         schedule_from(sch, self)
     }
@@ -733,7 +754,16 @@ pub trait SenderExt: Sender {
         EitherSender::Right(self)
     }
 
-    /// `write_env(sndr, prop)`: `sndr`'s operation sees the user query answered.
+    /// `write_env(sndr, prop)`: `sndr`'s operation sees the user query answered, down
+    /// through the senders it connects.
+    ///
+    /// ```
+    /// use senders::{Query, SenderExt, just, prop, read_env, sync_wait};
+    /// struct Tenant;
+    /// impl Query for Tenant { type Value = &'static str; }
+    /// let inner = just(()).let_value(|()| read_env(Tenant));
+    /// assert_eq!(sync_wait(inner.write_env(prop::<Tenant>("acme"))).unwrap(), Some(Some("acme")));
+    /// ```
     fn write_env<Q: Query>(self, prop: Prop<Q>) -> WriteEnv<Self, Q> {
         WriteEnv::new(self, prop)
     }

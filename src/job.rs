@@ -143,6 +143,30 @@ impl SpawnedOp {
     }
 
     /// Starts the operation on the calling thread.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use senders::scope::SpawnedOp;
+    /// use senders::{Domain, Scheduler, SenderExt, SimpleCountingScope, SingleThreadContext, default_transforms, spawn, sync_wait};
+    ///
+    /// static SPAWNED: AtomicUsize = AtomicUsize::new(0);
+    ///
+    /// #[derive(Clone, Copy, Default)]
+    /// struct Counted;
+    /// impl Domain for Counted {
+    ///     default_transforms!(except apply_spawn);
+    ///     fn apply_spawn(self, op: SpawnedOp) {
+    ///         SPAWNED.fetch_add(1, Ordering::Relaxed);
+    ///         op.start();
+    ///     }
+    /// }
+    ///
+    /// let ctx = SingleThreadContext::<Counted>::with_domain("counted");
+    /// let scope = SimpleCountingScope::new();
+    /// assert!(spawn(ctx.scheduler().schedule().then(|()| ()), scope.token()));
+    /// sync_wait(scope.join()).unwrap();
+    /// assert_eq!(SPAWNED.load(Ordering::Relaxed), 1, "the sender's domain started it");
+    /// ```
     pub fn start(self) {
         self.into_job().execute()
     }

@@ -49,17 +49,165 @@ pub trait Receiver<V, E>: Sized {
 
     /// The receiver's environment (`get_env(rcvr)`). The reference lives only as long
     /// as the receiver is borrowed, so nothing read from it can outlive the operation.
+    ///
+    /// ```
+    /// use senders::{Env, InplaceStopSource, stop_when};
+    /// # use std::pin::Pin;
+    /// # use senders::{OperationState, Receiver, Sender, SenderTo, sync_wait};
+    /// # use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// # struct Work;
+    /// # impl Sender for Work {
+    /// #     type Value = i32; type Error = &'static str; const SENDS_STOPPED: bool = true;
+    /// #     type Domain = NoDomain; type CompletionScheduler = NoScheduler;
+    /// #     fn completion_scheduler(&self) -> NoScheduler { NoScheduler }
+    /// # }
+    /// # impl<R: Receiver<i32, &'static str>> SenderTo<R> for Work {
+    /// #     type Operation = WorkOp<R>;
+    /// #     fn connect(self, rcvr: R) -> WorkOp<R> { WorkOp(Some(rcvr)) }
+    /// # }
+    /// struct WorkOp<R>(Option<R>);
+    /// impl<R: Receiver<i32, &'static str>> OperationState for WorkOp<R> {
+    ///     unsafe fn start(self: Pin<&mut Self>) {
+    ///         // SAFETY: nothing is structurally pinned.
+    ///         let rcvr = unsafe { self.get_unchecked_mut() }.0.take().expect("started once");
+    ///         if rcvr.env().stop_token().stop_requested() {
+    ///             rcvr.set_stopped();
+    ///         } else {
+    ///             rcvr.set_value(1);
+    ///         }
+    ///     }
+    /// }
+    /// let source = InplaceStopSource::new();
+    /// assert_eq!(sync_wait(stop_when(Work, source.token())), Ok(Some(1)));
+    /// source.request_stop();
+    /// assert_eq!(sync_wait(stop_when(Work, source.token())), Ok(None));
+    /// ```
     fn env(&self) -> &Self::Env;
 
     /// Completes with a value.
+    ///
+    /// ```
+    /// # use std::pin::Pin;
+    /// # use senders::{OperationState, Receiver, Sender, SenderTo, sync_wait};
+    /// # use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// # struct Work;
+    /// # impl Sender for Work {
+    /// #     type Value = i32; type Error = &'static str; const SENDS_STOPPED: bool = true;
+    /// #     type Domain = NoDomain; type CompletionScheduler = NoScheduler;
+    /// #     fn completion_scheduler(&self) -> NoScheduler { NoScheduler }
+    /// # }
+    /// # impl<R: Receiver<i32, &'static str>> SenderTo<R> for Work {
+    /// #     type Operation = WorkOp<R>;
+    /// #     fn connect(self, rcvr: R) -> WorkOp<R> { WorkOp(Some(rcvr)) }
+    /// # }
+    /// struct WorkOp<R>(Option<R>);
+    /// impl<R: Receiver<i32, &'static str>> OperationState for WorkOp<R> {
+    ///     unsafe fn start(self: Pin<&mut Self>) {
+    ///         // SAFETY: nothing is structurally pinned.
+    ///         let rcvr = unsafe { self.get_unchecked_mut() }.0.take().expect("started once");
+    ///         rcvr.set_value(42);
+    ///     }
+    /// }
+    /// assert_eq!(sync_wait(Work), Ok(Some(42)));
+    /// ```
     fn set_value(self, value: V);
 
     /// Completes with an error.
+    ///
+    /// ```
+    /// # use std::pin::Pin;
+    /// # use senders::{OperationState, Receiver, Sender, SenderTo, sync_wait};
+    /// # use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// # struct Work;
+    /// # impl Sender for Work {
+    /// #     type Value = i32; type Error = &'static str; const SENDS_STOPPED: bool = true;
+    /// #     type Domain = NoDomain; type CompletionScheduler = NoScheduler;
+    /// #     fn completion_scheduler(&self) -> NoScheduler { NoScheduler }
+    /// # }
+    /// # impl<R: Receiver<i32, &'static str>> SenderTo<R> for Work {
+    /// #     type Operation = WorkOp<R>;
+    /// #     fn connect(self, rcvr: R) -> WorkOp<R> { WorkOp(Some(rcvr)) }
+    /// # }
+    /// struct WorkOp<R>(Option<R>);
+    /// impl<R: Receiver<i32, &'static str>> OperationState for WorkOp<R> {
+    ///     unsafe fn start(self: Pin<&mut Self>) {
+    ///         // SAFETY: nothing is structurally pinned.
+    ///         let rcvr = unsafe { self.get_unchecked_mut() }.0.take().expect("started once");
+    ///         rcvr.set_error("disk full");
+    ///     }
+    /// }
+    /// assert_eq!(sync_wait(Work), Err("disk full"));
+    /// ```
     fn set_error(self, error: E);
 
     /// Completes as cancelled.
+    ///
+    /// ```
+    /// use senders::{Env, InplaceStopSource, stop_when};
+    /// # use std::pin::Pin;
+    /// # use senders::{OperationState, Receiver, Sender, SenderTo, sync_wait};
+    /// # use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// # struct Work;
+    /// # impl Sender for Work {
+    /// #     type Value = i32; type Error = &'static str; const SENDS_STOPPED: bool = true;
+    /// #     type Domain = NoDomain; type CompletionScheduler = NoScheduler;
+    /// #     fn completion_scheduler(&self) -> NoScheduler { NoScheduler }
+    /// # }
+    /// # impl<R: Receiver<i32, &'static str>> SenderTo<R> for Work {
+    /// #     type Operation = WorkOp<R>;
+    /// #     fn connect(self, rcvr: R) -> WorkOp<R> { WorkOp(Some(rcvr)) }
+    /// # }
+    /// struct WorkOp<R>(Option<R>);
+    /// impl<R: Receiver<i32, &'static str>> OperationState for WorkOp<R> {
+    ///     unsafe fn start(self: Pin<&mut Self>) {
+    ///         // SAFETY: nothing is structurally pinned.
+    ///         let rcvr = unsafe { self.get_unchecked_mut() }.0.take().expect("started once");
+    ///         if rcvr.env().stop_token().stop_requested() {
+    ///             rcvr.set_stopped();
+    ///         } else {
+    ///             rcvr.set_value(1);
+    ///         }
+    ///     }
+    /// }
+    /// let source = InplaceStopSource::new();
+    /// assert_eq!(sync_wait(stop_when(Work, source.token())), Ok(Some(1)));
+    /// source.request_stop();
+    /// assert_eq!(sync_wait(stop_when(Work, source.token())), Ok(None));
+    /// ```
     fn set_stopped(self);
 
     /// Completes with a panic caught in user code.
+    ///
+    /// ```
+    /// use senders::Panic;
+    /// # use std::pin::Pin;
+    /// # use senders::{OperationState, Receiver, Sender, SenderTo, sync_wait};
+    /// # use senders::{domain::NoDomain, schedulers::NoScheduler};
+    /// # struct Work;
+    /// # impl Sender for Work {
+    /// #     type Value = i32; type Error = &'static str; const SENDS_STOPPED: bool = true;
+    /// #     type Domain = NoDomain; type CompletionScheduler = NoScheduler;
+    /// #     fn completion_scheduler(&self) -> NoScheduler { NoScheduler }
+    /// # }
+    /// # impl<R: Receiver<i32, &'static str>> SenderTo<R> for Work {
+    /// #     type Operation = WorkOp<R>;
+    /// #     fn connect(self, rcvr: R) -> WorkOp<R> { WorkOp(Some(rcvr)) }
+    /// # }
+    /// struct WorkOp<R>(Option<R>);
+    /// impl<R: Receiver<i32, &'static str>> OperationState for WorkOp<R> {
+    ///     unsafe fn start(self: Pin<&mut Self>) {
+    ///         // SAFETY: nothing is structurally pinned.
+    ///         let rcvr = unsafe { self.get_unchecked_mut() }.0.take().expect("started once");
+    ///         let caught = std::panic::catch_unwind(|| -> i32 { panic!("boom") });
+    ///         match caught {
+    ///             Ok(v) => rcvr.set_value(v),
+    ///             Err(payload) => rcvr.set_panic(Panic::new(payload)),
+    ///         }
+    ///     }
+    /// }
+    /// // `sync_wait` resumes the panic on the waiting thread.
+    /// let resumed = std::panic::catch_unwind(|| sync_wait(Work)).unwrap_err();
+    /// assert_eq!(resumed.downcast_ref::<&str>(), Some(&"boom"));
+    /// ```
     fn set_panic(self, panic: Panic);
 }

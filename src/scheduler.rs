@@ -40,11 +40,28 @@ pub trait Scheduler: Clone + PartialEq + Send + Sync + 'static {
     type Sender: Sender<Value = (), Error = Infallible, Domain = Self::Domain, CompletionScheduler = Self>;
 
     /// A sender that completes on this scheduler's execution resource.
+    ///
+    /// ```
+    /// use senders::{Scheduler, SenderExt, SingleThreadContext, sync_wait};
+    /// let ctx = SingleThreadContext::with_name("worker");
+    /// let name = ctx.scheduler().schedule().then(|()| std::thread::current().name().map(String::from));
+    /// assert_eq!(sync_wait(name).unwrap(), Some(Some("worker".to_string())));
+    /// ```
     fn schedule(&self) -> Self::Sender;
 
     /// Whether the calling thread already runs on this scheduler's execution resource, so
     /// that work meant for it may run right here (a [`Task`](crate::Task) resumes inline
     /// then instead of rescheduling). `false` when unknown, which is always safe.
+    ///
+    /// ```
+    /// use senders::{Scheduler, SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(1)?;
+    /// let sch = pool.scheduler();
+    /// assert!(!sch.is_current(), "the caller is not a worker of this pool");
+    /// let there = sch.clone();
+    /// assert_eq!(sync_wait(schedule(&sch).then(move |()| there.is_current())).unwrap(), Some(true));
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     fn is_current(&self) -> bool {
         false
     }
@@ -58,6 +75,13 @@ pub trait MaybeScheduler: Clone + Send + Sync + 'static {
     /// `self` if it is a scheduler, otherwise `S`.
     type Or<S: MaybeScheduler>: MaybeScheduler;
     /// `self` if it is a scheduler, otherwise `other()`.
+    ///
+    /// ```
+    /// use senders::InlineScheduler;
+    /// use senders::schedulers::{MaybeScheduler, NoScheduler};
+    /// assert_eq!(NoScheduler.or_else(|| InlineScheduler), InlineScheduler);
+    /// assert_eq!(InlineScheduler.or_else(|| NoScheduler), InlineScheduler);
+    /// ```
     fn or_else<S: MaybeScheduler>(self, other: impl FnOnce() -> S) -> Self::Or<S>;
 }
 
@@ -102,6 +126,26 @@ pub trait HopTo<R>: MaybeScheduler {
     /// The operation of the hop.
     type Op: OperationState;
     /// `connect(schedule(self), rcvr)`, or `None` to complete inline.
+    ///
+    /// ```
+    /// # use std::convert::Infallible;
+    /// # use senders::{EmptyEnv, Panic, Receiver};
+    /// # struct Ignore;
+    /// # impl Receiver<(), Infallible> for Ignore {
+    /// #     type Env = EmptyEnv;
+    /// #     fn env(&self) -> &EmptyEnv { &EmptyEnv }
+    /// #     fn set_value(self, _value: ()) {}
+    /// #     fn set_error(self, error: Infallible) { match error {} }
+    /// #     fn set_stopped(self) {}
+    /// #     fn set_panic(self, _panic: Panic) {}
+    /// # }
+    /// use senders::SingleThreadContext;
+    /// use senders::{schedulers::NoScheduler, scope::HopTo};
+    /// // `Ignore` is a receiver that drops what it receives.
+    /// assert!(NoScheduler.hop(Ignore).is_none(), "no scheduler: the caller completes inline");
+    /// let ctx = SingleThreadContext::new();
+    /// assert!(ctx.scheduler().hop(Ignore).is_some(), "an operation to start, which completes there");
+    /// ```
     fn hop(&self, rcvr: R) -> Option<Self::Op>;
 }
 

@@ -40,6 +40,15 @@ pub trait Sender: Sized {
     type CompletionScheduler: MaybeScheduler;
 
     /// The completion scheduler's value.
+    ///
+    /// ```
+    /// use senders::{Sender, SingleThreadContext, just, schedule};
+    /// use senders::schedulers::NoScheduler;
+    /// let ctx = SingleThreadContext::new();
+    /// let sch = ctx.scheduler();
+    /// assert!(schedule(&sch).completion_scheduler() == sch);
+    /// assert_eq!(just(1).completion_scheduler(), NoScheduler, "`just` completes where it is started");
+    /// ```
     fn completion_scheduler(&self) -> Self::CompletionScheduler;
 
     /// The value, if this sender does nothing but complete with it at once when started,
@@ -105,6 +114,30 @@ pub trait SenderTo<R: Receiver<Self::Value, Self::Error>>: Sender {
 
     /// Binds the work to its continuation. Nothing runs until
     /// [`OperationState::start`].
+    ///
+    /// ```
+    /// # use std::cell::Cell;
+    /// # use std::convert::Infallible;
+    /// # use senders::{EmptyEnv, Panic, Receiver};
+    /// # struct Store<'a>(&'a Cell<Option<i32>>);
+    /// # impl Receiver<i32, Infallible> for Store<'_> {
+    /// #     type Env = EmptyEnv;
+    /// #     fn env(&self) -> &EmptyEnv { &EmptyEnv }
+    /// #     fn set_value(self, value: i32) { self.0.set(Some(value)) }
+    /// #     fn set_error(self, error: Infallible) { match error {} }
+    /// #     fn set_stopped(self) {}
+    /// #     fn set_panic(self, _panic: Panic) {}
+    /// # }
+    /// use senders::{OperationState, SenderExt, SenderTo, just};
+    /// // `Store` is a receiver that keeps the value in a `Cell` (see `Receiver`).
+    /// let out = Cell::new(None);
+    /// let op = just(6).then(|x| x * 7).connect(Store(&out));
+    /// assert_eq!(out.get(), None, "connecting runs nothing");
+    /// let op = std::pin::pin!(op);
+    /// // SAFETY: started once; it completes inside `start`, before `op` and `out` go away.
+    /// unsafe { op.start() };
+    /// assert_eq!(out.get(), Some(42));
+    /// ```
     fn connect(self, receiver: R) -> Self::Operation;
 }
 
@@ -141,6 +174,30 @@ pub trait OperationState {
     /// Safe code reaches `start` only through the blocking consumer
     /// [`sync_wait`](crate::sync_wait), which keeps its operation on its stack and does
     /// not return before the completion.
+    ///
+    /// ```
+    /// # use std::cell::Cell;
+    /// # use std::convert::Infallible;
+    /// # use senders::{EmptyEnv, Panic, Receiver};
+    /// # struct Store<'a>(&'a Cell<Option<i32>>);
+    /// # impl Receiver<i32, Infallible> for Store<'_> {
+    /// #     type Env = EmptyEnv;
+    /// #     fn env(&self) -> &EmptyEnv { &EmptyEnv }
+    /// #     fn set_value(self, value: i32) { self.0.set(Some(value)) }
+    /// #     fn set_error(self, error: Infallible) { match error {} }
+    /// #     fn set_stopped(self) {}
+    /// #     fn set_panic(self, _panic: Panic) {}
+    /// # }
+    /// use senders::{OperationState, SenderExt, SenderTo, just};
+    /// // `Store` is a receiver that keeps the value in a `Cell` (see `Receiver`).
+    /// let out = Cell::new(None);
+    /// let op = just(6).then(|x| x * 7).connect(Store(&out));
+    /// assert_eq!(out.get(), None, "connecting runs nothing");
+    /// let op = std::pin::pin!(op);
+    /// // SAFETY: started once; it completes inside `start`, before `op` and `out` go away.
+    /// unsafe { op.start() };
+    /// assert_eq!(out.get(), Some(42));
+    /// ```
     unsafe fn start(self: Pin<&mut Self>);
 
     /// Whether starting this operation completes it at once, on the starting thread,
@@ -152,6 +209,28 @@ pub trait OperationState {
     /// # Safety
     ///
     /// The operation has not been started.
+    ///
+    /// ```
+    /// # use std::convert::Infallible;
+    /// # use senders::{EmptyEnv, Panic, Receiver};
+    /// # struct Ignore;
+    /// # impl Receiver<i32, Infallible> for Ignore {
+    /// #     type Env = EmptyEnv;
+    /// #     fn env(&self) -> &EmptyEnv { &EmptyEnv }
+    /// #     fn set_value(self, _value: i32) {}
+    /// #     fn set_error(self, error: Infallible) { match error {} }
+    /// #     fn set_stopped(self) {}
+    /// #     fn set_panic(self, _panic: Panic) {}
+    /// # }
+    /// use senders::{AnySender, OperationState, SenderExt, SenderTo, just};
+    /// // `Ignore` is a receiver that drops what it receives.
+    /// let ready = AnySender::<i32>::new(just(1)).connect(Ignore);
+    /// // SAFETY: not started.
+    /// assert!(unsafe { ready.completes_at_once() }, "a ready `AnySender` completes at once");
+    /// let work = just(1).then(|x| x + 1).connect(Ignore);
+    /// // SAFETY: not started.
+    /// assert!(!unsafe { work.completes_at_once() }, "`then` runs user code");
+    /// ```
     #[inline]
     unsafe fn completes_at_once(&self) -> bool {
         false
@@ -228,6 +307,12 @@ pub trait Awaitable: Sender {
     /// The future that `.await` inside a task polls.
     type Awaited: Future<Output = Result<Self::Value, Self::Error>>;
     /// Makes it; nothing starts until a task polls it.
+    ///
+    /// ```
+    /// use senders::{Awaitable, SenderExt, Task, just, sync_wait};
+    /// let task: Task<'_, i32> = Task::new(async { Ok(just(6).then(|x| x * 7).into_awaited().await?) });
+    /// assert_eq!(sync_wait(task).unwrap(), Some(42));
+    /// ```
     fn into_awaited(self) -> Self::Awaited;
 }
 

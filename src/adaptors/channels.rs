@@ -51,7 +51,7 @@ macro_rules! reshaping_sender {
 }
 
 reshaping_sender! {
-    /// The sender of `into_variant`. Every sender here has exactly one value type, so
+    /// The sender of [`SenderExt::into_variant`](crate::SenderExt::into_variant). Every sender here has exactly one value type, so
     /// the variant of its value tuples is that type: this is the identity on values.
     IntoVariant<S> {}
     receiver IntoVariantReceiver;
@@ -60,8 +60,9 @@ reshaping_sender! {
 }
 
 reshaping_sender! {
-    /// The sender of `stopped_as_optional`: a value `v` becomes `Some(v)`, a stop
-    /// becomes the value `None`.
+    /// The sender of
+    /// [`SenderExt::stopped_as_optional`](crate::SenderExt::stopped_as_optional): a value
+    /// `v` becomes `Some(v)`, a stop becomes the value `None`.
     StoppedAsOptional<S> {}
     receiver StoppedAsOptionalReceiver;
     value = Option<S::Value>, error = S::Error, stopped = false;
@@ -69,7 +70,7 @@ reshaping_sender! {
 }
 
 reshaping_sender! {
-    /// The sender of `stopped_as_error`: a stop becomes the given error.
+    /// The sender of [`SenderExt::stopped_as_error`](crate::SenderExt::stopped_as_error): a stop becomes the given error.
     StoppedAsError<S, E2> { error: E2 }
     receiver StoppedAsErrorReceiver;
     value = S::Value, error = S::Error, stopped = false;
@@ -77,8 +78,9 @@ reshaping_sender! {
 }
 
 reshaping_sender! {
-    /// The sender of `with_error::<E>()`: a sender that cannot fail, typed as one that
-    /// may fail with `E`, so it can join `when_all` or `let_value` with fallible ones.
+    /// The sender of [`SenderExt::with_error`](crate::SenderExt::with_error): a sender
+    /// that cannot fail, typed as one that may fail with `E`, so it can join `when_all`
+    /// or `let_value` with fallible ones.
     WithError<S, E2> { _e: PhantomData<fn() -> E2> }
     receiver WithErrorReceiver;
     value = S::Value, error = E2, stopped = S::SENDS_STOPPED;
@@ -86,7 +88,7 @@ reshaping_sender! {
 }
 
 reshaping_sender! {
-    /// The sender of `map_error(f)`: an error `e` becomes the error `f(e)`.
+    /// The sender of [`SenderExt::map_error`](crate::SenderExt::map_error): an error `e` becomes the error `f(e)`.
     MapError<S, F> { f: F }
     receiver MapErrorReceiver;
     value = S::Value, error = <F as MapErrorFn<S::Error>>::Output, stopped = S::SENDS_STOPPED;
@@ -124,6 +126,11 @@ pub trait MapErrorFn<E> {
     /// The new error type.
     type Output;
     /// Maps the error.
+    ///
+    /// ```
+    /// use senders::adaptors::MapErrorFn;
+    /// assert_eq!(MapErrorFn::call(|e: &str| e.len(), "four"), 4);
+    /// ```
     fn call(self, error: E) -> Self::Output;
 }
 impl<E, E2, F: FnOnce(E) -> E2> MapErrorFn<E> for F {

@@ -37,7 +37,8 @@ impl<V, E, R: Receiver<V, E>> ContinuesOnCore<V, E, R> {
     }
 }
 
-/// The sender of `schedule_from(sch, sndr)` (also `continues_on(sndr, sch)`): runs
+/// The sender of [`schedule_from(sch, sndr)`](schedule_from) (also
+/// [`continues_on(sndr, sch)`](crate::SenderExt::continues_on)): runs
 /// `sndr`, then completes with its result on `sch`.
 ///
 /// Its domain is `sch`'s (P2999 §2.4 item 11), and so is its completion scheduler.
@@ -269,7 +270,7 @@ where
     }
 }
 
-/// The sender of `starts_on(sch, sndr)`: starts `sndr` on `sch`, with `sch` as the
+/// The sender of [`starts_on(sch, sndr)`](starts_on): starts `sndr` on `sch`, with `sch` as the
 /// current scheduler (and its domain as the current domain) in `sndr`'s environment
 /// (P2999 §2.4 item 8).
 #[must_use = "senders do nothing unless connected and started"]

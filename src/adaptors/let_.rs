@@ -30,7 +30,9 @@ pub enum OnError {}
 /// Marker: the stopped channel starts the second sender.
 pub enum OnStopped {}
 
-/// The sender of `let_value`, `let_error` or `let_stopped` (chosen by `K`).
+/// The sender of [`let_value`](crate::SenderExt::let_value),
+/// [`let_error`](crate::SenderExt::let_error) or
+/// [`let_stopped`](crate::SenderExt::let_stopped) (chosen by `K`).
 #[must_use = "senders do nothing unless connected and started"]
 pub struct Let<K, S, F> {
     sndr: S,
@@ -57,6 +59,17 @@ pub trait LetKind<S: Sender, F>: Sized {
     /// The scheduler shown to the second sender (the predecessor's, for `let_value`).
     type Sched: MaybeScheduler;
     /// Reads it from the predecessor.
+    ///
+    /// ```
+    /// use senders::adaptors::{LetKind, OnValue};
+    /// use senders::factories::Just;
+    /// use senders::{SingleThreadContext, schedule};
+    /// let ctx = SingleThreadContext::new();
+    /// let sch = ctx.scheduler();
+    /// // `let_value` shows its second sender the scheduler its predecessor completes on.
+    /// let shown = <OnValue as LetKind<_, fn(()) -> Just<i32>>>::sched(&schedule(&sch));
+    /// assert!(shown == sch);
+    /// ```
     fn sched(sndr: &S) -> Self::Sched;
 }
 

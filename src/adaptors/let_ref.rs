@@ -136,6 +136,14 @@ pub trait LendFn<'a, V: ?Sized, U, E, Borrow = &'a V> {
     /// The sender the function returns.
     type Sender: Sender<Value = U, Error = E>;
     /// Calls the function.
+    ///
+    /// ```
+    /// use senders::adaptors::LendFn;
+    /// use senders::{just, sync_wait};
+    /// let mut v = vec![1, 2, 3];
+    /// let sndr = LendFn::lend(|v: &mut Vec<i32>| { v.push(4); just(v.len()) }, &mut v);
+    /// assert_eq!(sync_wait(sndr).unwrap(), Some(4));
+    /// ```
     fn lend(self, value: &'a mut V) -> Self::Sender;
 }
 

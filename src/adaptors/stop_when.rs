@@ -33,7 +33,7 @@ use crate::sender::{OperationState, Sender, SenderTo, adaptor_sender};
 use crate::stop::{InplaceStopSource, Invoke, RawStopCallback, StopToken};
 use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
-/// The sender of `stop_when(sndr, token)`.
+/// The sender of [`stop_when(sndr, token)`](stop_when).
 #[must_use = "senders do nothing unless connected and started"]
 pub struct StopWhen<'a, S> {
     sndr: S,

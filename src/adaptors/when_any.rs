@@ -56,8 +56,22 @@ pub trait WhenAnyChildren: Sized {
     /// The children's common domain.
     type Domain: MaybeDomain;
     /// The number of children.
+    ///
+    /// ```
+    /// use senders::adaptors::WhenAnyChildren;
+    /// use senders::{just, just_stopped};
+    /// assert_eq!(WhenAnyChildren::len(&(just(1), just_stopped())), 2);
+    /// assert_eq!(WhenAnyChildren::len(&vec![just(1); 3]), 3);
+    /// ```
     fn len(&self) -> usize;
     /// Whether there is no child.
+    ///
+    /// ```
+    /// use senders::adaptors::WhenAnyChildren;
+    /// use senders::factories::Just;
+    /// assert!(WhenAnyChildren::is_empty(&Vec::<Just<i32>>::new()));
+    /// assert!(!WhenAnyChildren::is_empty(&(senders::just(1),)));
+    /// ```
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -27,7 +27,7 @@ pub fn prop<Q: Query>(value: Q::Value) -> Prop<Q> {
     Prop { value }
 }
 
-/// The sender of `write_env(sndr, prop)`.
+/// The sender of [`write_env(sndr, prop)`](crate::SenderExt::write_env).
 #[must_use = "senders do nothing unless connected and started"]
 pub struct WriteEnv<S, Q: Query> {
     sndr: S,

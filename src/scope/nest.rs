@@ -45,6 +45,18 @@ pub fn nest<S: Sender, Tk: ScopeToken>(sndr: S, token: Tk) -> Nest<S, Tk> {
 
 impl<S: Sender, Tk: ScopeToken> Nest<S, Tk> {
     /// Whether this sender holds an association (the scope accepted it).
+    ///
+    /// ```
+    /// use senders::{SimpleCountingScope, just, nest, sync_wait};
+    /// let scope = SimpleCountingScope::new();
+    /// let early = nest(just(1), scope.token());
+    /// scope.close();
+    /// let late = nest(just(2), scope.token());
+    /// assert!(early.is_associated() && !late.is_associated());
+    /// assert_eq!(sync_wait(late).unwrap(), None, "unassociated: completes stopped");
+    /// drop(early); // dissociates, so the join can complete
+    /// sync_wait(scope.join()).unwrap();
+    /// ```
     pub fn is_associated(&self) -> bool {
         self.inner.is_some()
     }

@@ -39,6 +39,19 @@ pub trait ScopeToken: Copy + Send + Sync {
 
     /// Associates one more operation with the scope, or returns `None` if the scope
     /// refuses (it is closed, joined, or gone).
+    ///
+    /// ```
+    /// use senders::{ScopeToken, SimpleCountingScope, sync_wait};
+    /// use senders::scope::ScopeState;
+    /// let scope = SimpleCountingScope::new();
+    /// let token = scope.token();
+    /// let association = token.try_associate().expect("an open scope associates");
+    /// assert_eq!(scope.state(), ScopeState::Open);
+    /// scope.close();
+    /// assert!(token.try_associate().is_none(), "a closed scope refuses");
+    /// drop(association); // dissociates: the join may complete
+    /// sync_wait(scope.join()).unwrap();
+    /// ```
     fn try_associate(&self) -> Option<Self::Association>;
 }
 
@@ -75,15 +88,50 @@ pub trait Association: Send {
     /// The environment of work nested through this association. Its stop token is the
     /// scope's, merged into the stop token of nested work; it never stops for a scope
     /// without `request_stop`.
+    ///
+    /// ```
+    /// use senders::{CountingScope, Env, ScopeToken, sync_wait};
+    /// use senders::scope::Association;
+    /// let scope = CountingScope::new();
+    /// let association = scope.token().try_associate().unwrap();
+    /// assert!(!association.env().stop_token().stop_requested());
+    /// scope.request_stop();
+    /// assert!(association.env().stop_token().stop_requested(), "nested work sees the scope's stop");
+    /// drop(association);
+    /// sync_wait(scope.join()).unwrap();
+    /// ```
     fn env(&self) -> &Self::Env;
 
     /// Hands the scope a panic of spawned work, which has no receiver to report it to.
     /// The counting scopes resume the first one from their join; a `let_async_scope`
     /// also requests stop on its other work.
+    ///
+    /// ```
+    /// use std::panic::{AssertUnwindSafe, catch_unwind};
+    /// use senders::{Panic, ScopeToken, SimpleCountingScope, sync_wait};
+    /// use senders::scope::Association;
+    /// let scope = SimpleCountingScope::new();
+    /// let association = scope.token().try_associate().unwrap();
+    /// association.report_panic(Panic::new(Box::new("lost work")));
+    /// drop(association);
+    /// let joined = catch_unwind(AssertUnwindSafe(|| sync_wait(scope.join()))).unwrap_err();
+    /// assert_eq!(joined.downcast_ref::<&str>(), Some(&"lost work"), "the join resumes it");
+    /// ```
     fn report_panic(&self, panic: Panic);
 
     /// Hands the scope an error of spawned work. A `let_async_scope` keeps the first one
     /// (it becomes the scope's completion) and requests stop on its other work.
+    ///
+    /// ```
+    /// use senders::{ScopeToken, SenderExt, just, sync_wait};
+    /// use senders::scope::Association;
+    /// let work = just(()).with_error::<&str>().let_async_scope(|tk, ()| {
+    ///     let association = tk.try_associate().expect("the scope is open");
+    ///     association.report_error("disk full");
+    ///     just(1).with_error::<&str>()
+    /// });
+    /// assert_eq!(sync_wait(work), Err("disk full"), "the error replaces the value");
+    /// ```
     fn report_error(&self, error: Self::Error);
 
     /// The token on which a callback that only forwards the scope's stop requests
@@ -91,6 +139,18 @@ pub trait Association: Send {
     /// `let_async_scope` give the source of the association's counter shard, on a line
     /// of the worker that associated, where the scope's own source is one line that every
     /// worker would write). By default the environment's token.
+    ///
+    /// ```
+    /// use senders::{CountingScope, ScopeToken, sync_wait};
+    /// use senders::scope::Association;
+    /// let scope = CountingScope::new();
+    /// let association = scope.token().try_associate().unwrap();
+    /// assert!(!association.forwarding_token().stop_requested());
+    /// scope.request_stop();
+    /// assert!(association.forwarding_token().stop_requested());
+    /// drop(association);
+    /// sync_wait(scope.join()).unwrap();
+    /// ```
     fn forwarding_token(&self) -> StopToken<'_> {
         self.env().stop_token()
     }

@@ -59,6 +59,13 @@ pub struct MergedStopSource<'a> {
 impl<'a> MergedStopSource<'a> {
     /// A merged source over `a` and `b`, with its forwarding callbacks not registered
     /// yet. A [never](StopToken::never) input is simply ignored.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopToken, stop::MergedStopSource};
+    /// let a = InplaceStopSource::new();
+    /// let merged = std::pin::pin!(MergedStopSource::new(a.token(), StopToken::never()));
+    /// assert!(!merged.stop_requested());
+    /// ```
     pub fn new(a: StopToken<'a>, b: StopToken<'a>) -> Self {
         MergedStopSource {
             from_a: RawStopCallback::new(a, Forward(ptr::null())),
@@ -71,6 +78,16 @@ impl<'a> MergedStopSource<'a> {
     /// Attaches the forwarding callbacks to both inputs. If either input has already
     /// stopped, the merged source is stopped when this returns (running any callbacks
     /// registered on it). Calling it again is a no-op.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopToken, stop::MergedStopSource};
+    /// let a = InplaceStopSource::new();
+    /// a.request_stop();
+    /// let mut merged = std::pin::pin!(MergedStopSource::new(a.token(), StopToken::never()));
+    /// assert!(!merged.stop_requested(), "nothing forwards before `register`");
+    /// merged.as_mut().register();
+    /// assert!(merged.stop_requested(), "an input already stopped stops it at once");
+    /// ```
     pub fn register(self: Pin<&mut Self>) {
         // SAFETY: the fields are structurally pinned: nothing is moved out of them, and
         // `MergedStopSource` has no `Drop` impl.
@@ -91,17 +108,51 @@ impl<'a> MergedStopSource<'a> {
 
     /// A token that stops when `a` or `b` stops, or when
     /// [`request_stop`](Self::request_stop) is called.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, SenderExt, StaticThreadPool, schedule, stop::MergedStopSource, stop_when, sync_wait};
+    /// let pool = StaticThreadPool::new(1)?;
+    /// let (a, b) = (InplaceStopSource::new(), InplaceStopSource::new());
+    /// let mut merged = std::pin::pin!(MergedStopSource::new(a.token(), b.token()));
+    /// merged.as_mut().register();
+    /// a.request_stop();
+    /// // Work under the merged token sees the stop of `a`: the pool's `schedule()`
+    /// // completes stopped instead of running `then`.
+    /// let work = stop_when(schedule(&pool.scheduler()).then(|()| 1), merged.as_ref().token());
+    /// assert_eq!(sync_wait(work).unwrap(), None);
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn token(self: Pin<&Self>) -> StopToken<'_> {
         self.get_ref().source.token()
     }
 
     /// Requests stop on the merged source (not on the inputs). Returns `true` iff this
     /// call made the request; see [`InplaceStopSource::request_stop`].
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, stop::MergedStopSource};
+    /// let (a, b) = (InplaceStopSource::new(), InplaceStopSource::new());
+    /// let mut merged = std::pin::pin!(MergedStopSource::new(a.token(), b.token()));
+    /// merged.as_mut().register();
+    /// assert!(merged.as_ref().request_stop(), "the first request");
+    /// assert!(!merged.as_ref().request_stop());
+    /// assert!(!a.stop_requested() && !b.stop_requested(), "the inputs are untouched");
+    /// ```
     pub fn request_stop(self: Pin<&Self>) -> bool {
         self.get_ref().source.request_stop()
     }
 
     /// Whether stop has been requested on the merged source.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, stop::MergedStopSource};
+    /// let (a, b) = (InplaceStopSource::new(), InplaceStopSource::new());
+    /// let mut merged = std::pin::pin!(MergedStopSource::new(a.token(), b.token()));
+    /// merged.as_mut().register();
+    /// assert!(!merged.stop_requested());
+    /// std::thread::scope(|s| { s.spawn(|| b.request_stop()); });
+    /// assert!(merged.stop_requested());
+    /// ```
     pub fn stop_requested(&self) -> bool {
         self.source.stop_requested()
     }

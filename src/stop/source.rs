@@ -530,6 +530,17 @@ impl StopToken<'_> {
     /// The caller guarantees that the source outlives every use of the returned token
     /// and of callbacks registered through it: each such callback must be dropped (or
     /// leaked) before the source is dropped or moved.
+    ///
+    /// ```
+    /// use senders::{InplaceStopSource, StopToken};
+    /// let source = InplaceStopSource::new();
+    /// // SAFETY: `source` outlives `stored`: both live to the end of this block, and
+    /// // `stored` registers no callback.
+    /// let stored: StopToken<'static> = unsafe { source.token().detach() };
+    /// source.request_stop();
+    /// assert!(stored.stop_requested());
+    /// assert!(stored == source.token(), "it still observes the same source");
+    /// ```
     pub unsafe fn detach(self) -> StopToken<'static> {
         StopToken {
             // SAFETY: the caller guarantees the source outlives every use of the token.

@@ -66,12 +66,34 @@ pub trait TimedScheduler: Scheduler {
     type TimedSender: Sender<Value = (), Error = std::convert::Infallible>;
 
     /// The scheduler's clock: [`Instant::now`] unless the scheduler keeps its own time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use senders::{SingleThreadContext, TimedScheduler, sync_wait};
+    /// let ctx = SingleThreadContext::new();
+    /// let sch = ctx.scheduler();
+    /// let deadline = sch.now() + Duration::from_millis(2);
+    /// sync_wait(sch.schedule_at(deadline)).unwrap();
+    /// assert!(sch.now() >= deadline);
+    /// ```
     fn now(&self) -> Instant {
         Instant::now()
     }
 
     /// A sender that completes on this scheduler at `deadline` (at once if it has
     /// passed).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use senders::{Scheduler, SenderExt, SingleThreadContext, TimedScheduler, sync_wait};
+    /// let ctx = SingleThreadContext::new();
+    /// let sch = ctx.scheduler();
+    /// let there = sch.clone();
+    /// let deadline = Instant::now() + Duration::from_millis(2);
+    /// let late = sch.schedule_at(deadline).then(move |()| there.is_current());
+    /// assert_eq!(sync_wait(late).unwrap(), Some(true), "it completes on the scheduler");
+    /// assert!(Instant::now() >= deadline);
+    /// ```
     fn schedule_at(&self, deadline: Instant) -> Self::TimedSender;
 
     /// A sender that completes on this scheduler `delay` after it is *started* (the
@@ -79,6 +101,18 @@ pub trait TimedScheduler: Scheduler {
     /// are lazy, so one made and started later still waits the whole delay). A delay too
     /// long to represent never passes. With the crate's timers it is
     /// [`ScheduleAt::after`].
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use senders::{SingleThreadContext, TimedScheduler, sync_wait};
+    /// let ctx = SingleThreadContext::new();
+    /// let later = ctx.scheduler().schedule_after(Duration::from_millis(2));
+    /// std::thread::sleep(Duration::from_millis(2));
+    /// // The delay counts from `start`, not from when the sender was made.
+    /// let started = Instant::now();
+    /// sync_wait(later).unwrap();
+    /// assert!(started.elapsed() >= Duration::from_millis(2));
+    /// ```
     fn schedule_after(&self, delay: Duration) -> Self::TimedSender;
 }
 

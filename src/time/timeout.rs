@@ -10,6 +10,16 @@ use crate::factories::{JustError, just_error};
 use crate::sender::Sender;
 
 /// The error of [`timeout`]: the time ran out, or the sender failed.
+///
+/// ```
+/// use std::time::Duration;
+/// use senders::{SingleThreadContext, just_error, sync_wait, timeout};
+/// use senders::time::TimeoutError;
+/// let ctx = SingleThreadContext::new();
+/// let failed = timeout(just_error::<i32, _>("disk full"), &ctx.scheduler(), Duration::from_secs(5));
+/// assert_eq!(sync_wait(failed), Err(TimeoutError::Failed("disk full")));
+/// assert_eq!(TimeoutError::<&str>::Elapsed.to_string(), "the time limit passed");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TimeoutError<E> {
     /// The limit passed before the sender completed (it was asked to stop).

@@ -8,6 +8,11 @@ pub trait ThenFn<V> {
     /// The function's result, the new value.
     type Output;
     /// Calls the function.
+    ///
+    /// ```
+    /// use senders::adaptors::ThenFn;
+    /// assert_eq!(ThenFn::call(|x: i32| x * 2, 21), 42);
+    /// ```
     fn call(self, value: V) -> Self::Output;
 }
 
@@ -19,7 +24,8 @@ impl<V, U, F: FnOnce(V) -> U> ThenFn<V> for F {
     }
 }
 
-/// The untransformed sender of `then(sndr, f)`.
+/// The untransformed sender of `then(sndr, f)`, made by
+/// [`SenderExt::then`](crate::SenderExt::then).
 ///
 /// It is what early customization hands to a domain, and, if no domain replaced it
 /// early, what `connect` hands to the late domain. Decompose it with
@@ -34,10 +40,25 @@ pub struct Then<S, F> {
 impl<S, F> Then<S, F> {
     /// Builds the untransformed sender. Prefer [`SenderExt::then`](crate::SenderExt::then),
     /// which also applies early customization.
+    ///
+    /// ```
+    /// use senders::adaptors::Then;
+    /// use senders::{just, sync_wait};
+    /// let t = Then::new(just(20), |x: i32| x + 1);
+    /// assert_eq!(sync_wait(t).unwrap(), Some(21));
+    /// ```
     pub fn new(sndr: S, f: F) -> Self {
         Then { sndr, f }
     }
     /// The predecessor and the function (P2999's `[tag, data, child]`).
+    ///
+    /// ```
+    /// use senders::adaptors::Then;
+    /// use senders::{just, sync_wait};
+    /// let (pred, f) = Then::new(just(20), |x: i32| x + 1).into_parts();
+    /// assert_eq!(f(1), 2);
+    /// assert_eq!(sync_wait(pred).unwrap(), Some(20));
+    /// ```
     pub fn into_parts(self) -> (S, F) {
         (self.sndr, self.f)
     }

@@ -18,6 +18,13 @@ pub use hook::{Then, ThenFn};
 
 impl<S, F> Then<S, F> {
     /// The default implementation of this `then`.
+    ///
+    /// ```
+    /// use senders::adaptors::Then;
+    /// use senders::{just, sync_wait};
+    /// let lowered = Then::new(just(2), |x: i32| x * 21).lower();
+    /// assert_eq!(sync_wait(lowered).unwrap(), Some(42));
+    /// ```
     pub fn lower(self) -> ThenImpl<S, F> {
         ThenImpl { sndr: self.sndr, f: self.f }
     }
@@ -142,7 +149,9 @@ impl<V, E, F: ThenFn<V>, R: Receiver<F::Output, E>> Receiver<V, E> for ThenRecei
     }
 }
 
-/// The sender of `upon_error(sndr, f)`: an error `e` becomes the value `f(e)`.
+/// The sender of `upon_error(sndr, f)`, made by
+/// [`SenderExt::upon_error`](crate::SenderExt::upon_error): an error `e` becomes the value
+/// `f(e)`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct UponError<S, F> {
     sndr: S,
@@ -217,7 +226,9 @@ impl<V, E, F: FnOnce(E) -> V, R: Receiver<V, Infallible>> Receiver<V, E> for Upo
     }
 }
 
-/// The sender of `upon_stopped(sndr, f)`: a stop becomes the value `f()`.
+/// The sender of `upon_stopped(sndr, f)`, made by
+/// [`SenderExt::upon_stopped`](crate::SenderExt::upon_stopped): a stop becomes the value
+/// `f()`.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct UponStopped<S, F> {
     sndr: S,

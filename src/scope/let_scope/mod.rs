@@ -62,6 +62,16 @@ pub trait IntoScopeSender<E> {
     /// The sender.
     type Sender: Sender;
     /// Converts.
+    ///
+    /// ```
+    /// use senders::scope::IntoScopeSender;
+    /// use senders::{just, sync_wait};
+    /// // `()` stands for `just(())`, with the scope's error type.
+    /// let unit = IntoScopeSender::<&str>::into_sender(());
+    /// assert_eq!(sync_wait(unit), Ok(Some(())));
+    /// let sender = IntoScopeSender::<&str>::into_sender(just(3));
+    /// assert_eq!(sync_wait(sender).unwrap(), Some(3));
+    /// ```
     fn into_sender(self) -> Self::Sender;
 }
 
