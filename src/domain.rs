@@ -40,14 +40,17 @@
 //! one. Adding a customizable algorithm `foo` to the crate therefore breaks no domain
 //! written that way. The recipe:
 //!
-//! 1. [`Domain`]: `type Foo<..>: Sender<..>` and `fn transform_foo(self, Foo<..>,
+//! 1. `foo`'s `hook.rs`, beside the algorithm: the untransformed sender `Foo<..>`, a
+//!    struct without bounds, and its function trait (the `impl Sender` stays above).
+//! 2. [`Domain`]: `type Foo<..>: Sender<..>` and `fn transform_foo(self, Foo<..>,
 //!    Option<&E>) -> Self::Foo<..>` (an `apply_*` hook is a provided method instead, and
-//!    needs only step 4's `@hook` line); [`MaybeDomain`]: `EarlyFoo`/`early_foo`, the
+//!    needs only step 5's `@hook` line); [`MaybeDomain`]: `EarlyFoo`/`early_foo`, the
 //!    identity for [`NoDomain`] and the hook called with `None` for every `D: Domain`.
-//! 2. `default_transforms!`: an `(@one foo)` arm writing the default (`sndr.lower()`).
-//! 3. `foo` in the list of the `except` arm.
-//! 4. `(@hook foo) => {};` and `(@unless foo [foo $($rest:ident)*]) => {};`.
-//! 5. A row in the table above; a domain that customizes `foo` in `tests/domains.rs`.
+//! 3. `default_transforms!` (`src/adaptors/defaults.rs`): an `(@one foo)` arm writing
+//!    the default (`sndr.lower()`).
+//! 4. `foo` in the list of the `except` arm.
+//! 5. `(@hook foo) => {};` and `(@unless foo [foo $($rest:ident)*]) => {};`.
+//! 6. A row in the table above; a domain that customizes `foo` in `tests/domains.rs`.
 
 use crate::adaptors::bulk::{
     Bulk, BulkChunked, BulkChunkedFn, BulkChunksMut, BulkChunksMutFn, BulkEach, BulkEachFn, BulkFn, BulkUnchunked,
@@ -55,9 +58,9 @@ use crate::adaptors::bulk::{
 use crate::adaptors::reduce::{BulkReduce, ReduceFns};
 use crate::adaptors::then::{Then, ThenFn};
 use crate::adaptors::when_all::{SenderTuple, WhenAll};
-use crate::consumers::sync_wait::{SyncWaitReceiver, run_sync_wait};
 use crate::env::{EmptyEnv, Env};
 use crate::job::SpawnedOp;
+use crate::receiver::Receiver;
 use crate::scheduler::MaybeScheduler;
 use crate::sender::{Sender, SenderTo};
 
@@ -205,196 +208,33 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     /// worker, waits by working (see [`sync_wait`](crate::sync_wait)).
     fn apply_sync_wait<S>(self, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
     where
-        S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+        S: Sender + SenderTo<WaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
     {
-        run_sync_wait(sndr)
+        <DefaultDomain as DefaultSyncWait>::wait(sndr)
     }
 }
 
-/// Writes the default (non-customized) transform hooks of a [`Domain`] impl.
-///
-/// `default_transforms!(except a, b)` writes the default of every hook but `a` and `b`,
-/// which the impl writes itself; `default_transforms!(all)` writes every default. A hook
-/// the crate adds later gets its default in both forms, so a domain written this way
-/// keeps compiling. The names are the algorithms' (`then`, `bulk`, `bulk_chunked`,
-/// `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, `bulk_reduce`, `when_all`); `apply_spawn` and `apply_sync_wait` are
-/// provided methods and may be named too. A name that is no hook does not compile.
-///
-/// ```
-/// use senders::adaptors::{Then, ThenFn, ThenImpl};
-/// use senders::{Domain, Env, Sender, default_transforms};
-///
-/// #[derive(Clone, Copy, Default)]
-/// struct Traced;
-/// impl Domain for Traced {
-///     default_transforms!(except then);
-///     type Then<S: Sender, F: ThenFn<S::Value>> = ThenImpl<S, F>;
-///     fn transform_then<S: Sender, F: ThenFn<S::Value>, E: Env>(
-///         self,
-///         sndr: Then<S, F>,
-///         env: Option<&E>,
-///     ) -> ThenImpl<S, F> {
-///         println!("then, {}", if env.is_some() { "late" } else { "early" });
-///         sndr.lower()
-///     }
-/// }
-/// ```
-///
-/// A name that is no hook is an error, not a silently written default:
-///
-/// ```compile_fail
-/// # use senders::{Domain, default_transforms};
-/// #[derive(Clone, Copy, Default)]
-/// struct Typo;
-/// impl Domain for Typo {
-///     default_transforms!(except thne);
-/// }
-/// ```
-///
-/// The older form lists the defaults instead, `default_transforms!(bulk, when_all)`: it
-/// writes just those, so such a domain must name each hook added later.
-#[macro_export]
-macro_rules! default_transforms {
-    (except $($custom:ident),* $(,)?) => {
-        $( $crate::default_transforms!(@hook $custom); )*
-        $crate::default_transforms!(@each [$($custom)*] [
-            then bulk bulk_chunked bulk_unchunked bulk_each bulk_chunks_mut bulk_reduce when_all
-        ]);
-    };
-    (all) => { $crate::default_transforms!(except); };
-    ($($algo:ident),* $(,)?) => { $( $crate::default_transforms!(@one $algo); )* };
-    // Every hook's name.
-    (@hook then) => {};
-    (@hook bulk) => {};
-    (@hook bulk_chunked) => {};
-    (@hook bulk_unchunked) => {};
-    (@hook bulk_each) => {};
-    (@hook bulk_chunks_mut) => {};
-    (@hook bulk_reduce) => {};
-    (@hook when_all) => {};
-    (@hook apply_spawn) => {};
-    (@hook apply_sync_wait) => {};
-    (@hook $other:ident) => {
-        ::core::compile_error!(::core::concat!("default_transforms!: `", ::core::stringify!($other), "` is no hook of `Domain`"));
-    };
-    (@each $custom:tt [$($hook:ident)*]) => { $( $crate::default_transforms!(@unless $hook $custom); )* };
-    // `@unless hook [names]`: the default of `hook` unless `names` holds it.
-    (@unless then [then $($rest:ident)*]) => {};
-    (@unless bulk [bulk $($rest:ident)*]) => {};
-    (@unless bulk_chunked [bulk_chunked $($rest:ident)*]) => {};
-    (@unless bulk_unchunked [bulk_unchunked $($rest:ident)*]) => {};
-    (@unless bulk_each [bulk_each $($rest:ident)*]) => {};
-    (@unless bulk_chunks_mut [bulk_chunks_mut $($rest:ident)*]) => {};
-    (@unless bulk_reduce [bulk_reduce $($rest:ident)*]) => {};
-    (@unless when_all [when_all $($rest:ident)*]) => {};
-    (@unless $hook:ident [$other:ident $($rest:ident)*]) => { $crate::default_transforms!(@unless $hook [$($rest)*]); };
-    (@unless $hook:ident []) => { $crate::default_transforms!(@one $hook); };
-    // The defaults.
-    (@one then) => {
-        type Then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>> = $crate::adaptors::ThenImpl<S, F>;
-        const THEN_IS_DEFAULT: bool = true;
-        fn transform_then<S: $crate::Sender, F: $crate::adaptors::ThenFn<S::Value>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::Then<S, F>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::ThenImpl<S, F> {
-            sndr.lower()
-        }
-    };
-    (@one bulk) => {
-        type Bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>> =
-            <Self as $crate::Domain>::BulkChunked<S, $crate::adaptors::EachIndex<F>>;
-        fn transform_bulk<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::Bulk<S, F>,
-            env: ::core::option::Option<&E>,
-        ) -> <Self as $crate::Domain>::BulkChunked<S, $crate::adaptors::EachIndex<F>> {
-            <Self as $crate::Domain>::transform_bulk_chunked(self, sndr.into_chunked(), env)
-        }
-    };
-    (@one bulk_chunked) => {
-        type BulkChunked<S: $crate::Sender, F: $crate::adaptors::BulkChunkedFn<S::Value, S::Error>> =
-            $crate::adaptors::BulkChunkedImpl<S, F>;
-        fn transform_bulk_chunked<S: $crate::Sender, F: $crate::adaptors::BulkChunkedFn<S::Value, S::Error>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::BulkChunked<S, F>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::BulkChunkedImpl<S, F> {
-            sndr.lower()
-        }
-    };
-    (@one bulk_unchunked) => {
-        type BulkUnchunked<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>> = $crate::adaptors::BulkImpl<S, F>;
-        fn transform_bulk_unchunked<S: $crate::Sender, F: $crate::adaptors::BulkFn<S::Value, S::Error>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::BulkUnchunked<S, F>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::BulkImpl<S, F> {
-            sndr.lower()
-        }
-    };
-    (@one bulk_each) => {
-        type BulkEach<S: $crate::Sender, T, F: $crate::adaptors::BulkEachFn<T, S::Error>> = $crate::adaptors::BulkEachImpl<S, T, F>
-        where
-            S::Value: ::core::convert::AsMut<[T]>;
-        fn transform_bulk_each<S: $crate::Sender, T, F: $crate::adaptors::BulkEachFn<T, S::Error>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::BulkEach<S, T, F>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::BulkEachImpl<S, T, F>
-        where
-            S::Value: ::core::convert::AsMut<[T]>,
-        {
-            sndr.lower()
-        }
-    };
-    (@one bulk_chunks_mut) => {
-        type BulkChunksMut<S: $crate::Sender, T, F: $crate::adaptors::BulkChunksMutFn<T, S::Error>> =
-            $crate::adaptors::BulkChunksMutImpl<S, T, F>
-        where
-            S::Value: ::core::convert::AsMut<[T]>;
-        fn transform_bulk_chunks_mut<S: $crate::Sender, T, F: $crate::adaptors::BulkChunksMutFn<T, S::Error>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::BulkChunksMut<S, T, F>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::BulkChunksMutImpl<S, T, F>
-        where
-            S::Value: ::core::convert::AsMut<[T]>,
-        {
-            sndr.lower()
-        }
-    };
-    (@one bulk_reduce) => {
-        type BulkReduce<S: $crate::Sender, R: $crate::adaptors::ReduceFns<S::Value>> =
-            $crate::adaptors::ReduceOnChunked<Self, S, R>;
-        fn transform_bulk_reduce<S: $crate::Sender, R: $crate::adaptors::ReduceFns<S::Value>, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::BulkReduce<S, R>,
-            env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::ReduceOnChunked<Self, S, R> {
-            sndr.lower_onto(self, env)
-        }
-    };
-    (@one when_all) => {
-        type WhenAll<C: $crate::adaptors::SenderTuple> = $crate::adaptors::WhenAllImpl<C>;
-        fn transform_when_all<C: $crate::adaptors::SenderTuple, E: $crate::Env>(
-            self,
-            sndr: $crate::adaptors::WhenAll<C>,
-            _env: ::core::option::Option<&E>,
-        ) -> $crate::adaptors::WhenAllImpl<C> {
-            sndr.lower()
-        }
-    };
+/// The default `sync_wait`, which [`Domain::apply_sync_wait`] runs unless a domain
+/// replaces it: [`DefaultDomain`] implements it beside `sync_wait` itself. The hook's
+/// bound names the receiver through it, so this module does not import `sync_wait`.
+pub trait DefaultSyncWait {
+    /// The receiver `sync_wait` connects its sender to:
+    /// [`SyncWaitReceiver`](crate::consumers::SyncWaitReceiver).
+    type Receiver<V, E>: Receiver<V, E>;
+    /// Starts `sndr` and blocks the calling thread until it completes, as
+    /// [`sync_wait`](crate::sync_wait) describes.
+    fn wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+    where
+        S: Sender + SenderTo<Self::Receiver<<S as Sender>::Value, <S as Sender>::Error>>;
 }
+
+/// The receiver of the default `sync_wait`: [`SyncWaitReceiver`](crate::consumers::SyncWaitReceiver).
+type WaitReceiver<V, E> = <DefaultDomain as DefaultSyncWait>::Receiver<V, E>;
 
 /// The domain used when no other is known: every algorithm gets its standard lowering.
 /// [`GetDomain`](crate::GetDomain)'s example reads it from `sync_wait`'s environment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DefaultDomain;
-
-impl Domain for DefaultDomain {
-    default_transforms!(all);
-}
 
 /// The absence of a known domain. It resolves to [`DefaultDomain`], but unlike it,
 /// leaves room for late customization from the receiver's environment.
@@ -617,7 +457,7 @@ pub fn transform_env<'e, D: Domain, S: Sender, E: Env>(_domain: D, _sndr: &S, en
 /// `apply_sender(domain, sync_wait, sndr)`.
 pub fn apply_sync_wait<D: Domain, S>(domain: D, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
 where
-    S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+    S: Sender + SenderTo<WaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
 {
     domain.apply_sync_wait(sndr)
 }

@@ -72,7 +72,8 @@
 //! # Where things are
 //!
 //! One concept per module, from the lowest layer up: each builds on those above it in
-//! the table (the domain hooks and the algorithms they name are the one circle). The
+//! the table (the core concepts, `sender`, `receiver`, `env`, `scheduler` and `domain`,
+//! with the trait of `when_all`'s children, are the one circle). The
 //! larger directories (`adaptors/`, `pool/`, `scope/`) map their own files in their
 //! `mod.rs`. `tests/module_map.rs` checks that this map names every
 //! module and only modules that exist.

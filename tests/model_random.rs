@@ -57,7 +57,7 @@
 //! - `let_value(f)`: `v` continues with the body tree, whose value gets `+ v` (or `f`'s
 //!   panic); `let_error` and `let_stopped` likewise on their channel.
 //! - `when_all(c..)`: all values give their sum. Otherwise the first error or panic to
-//!   arrive wins, and an error or panic beats a stop (src/adaptors/when_all.rs); since
+//!   arrive wins, and an error or panic beats a stop (src/adaptors/when_all/join.rs); since
 //!   children may run in parallel, ANY failing child's failure is acceptable, so the
 //!   set is the union over the children's possible combinations. Failures that only
 //!   arise because a sibling's failure requested stop are discarded by `when_all`

@@ -7,12 +7,12 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `then.rs` | `then`, `upon_error`, `upon_stopped` |
+//! | `then/` | `then`, `upon_error`, `upon_stopped` |
 //! | `let_.rs` | `let_value`, `let_error`, `let_stopped` |
 //! | `let_ref.rs` | `let_value_ref`, `let_value_ref_with`: `let_value` by reference, handing the value on |
-//! | `bulk.rs` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
-//! | `reduce.rs` | `bulk_reduce`, `bulk_map_reduce`: fold per chunk, then combine in order (lowered onto `bulk_chunked`) |
-//! | `when_all.rs` | `when_all`, `fork_join`, and the start policies a domain plugs in |
+//! | `bulk/` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
+//! | `reduce/` | `bulk_reduce`, `bulk_map_reduce`: fold per chunk, then combine in order (lowered onto `bulk_chunked`) |
+//! | `when_all/` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
 //! | `on.rs` | `on` |
@@ -20,9 +20,11 @@
 //! | `write_env.rs` | `write_env` and `prop` |
 //! | `channels.rs` | the channel reshapers: `into_variant`, `map_error`, `stopped_as_*`, `with_error` |
 //! | `either.rs` | `EitherSender` |
+//! | `defaults.rs` | `default_transforms!` and `DefaultDomain`'s hooks: each customizable algorithm's default lowering |
 pub(crate) mod bulk;
 pub(crate) mod channels;
 pub(crate) mod continues_on;
+mod defaults;
 pub(crate) mod either;
 pub(crate) mod let_;
 pub(crate) mod let_ref;

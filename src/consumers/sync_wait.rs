@@ -3,7 +3,7 @@
 use std::cell::UnsafeCell;
 use std::pin::pin;
 
-use crate::domain::{EarlyDomain, NoDomain, apply_sync_wait};
+use crate::domain::{DefaultDomain, DefaultSyncWait, EarlyDomain, NoDomain, apply_sync_wait};
 use crate::env::Env;
 use crate::outcome::{Outcome, outcome_completions};
 use crate::panic::AbortOnUnwind;
@@ -185,8 +185,20 @@ impl<V, E> Receiver<V, E> for SyncWaitReceiver<V, E> {
     outcome_completions!(complete);
 }
 
-/// The default `sync_wait` of [`DefaultDomain`](crate::DefaultDomain).
-pub(crate) fn run_sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+/// The default `sync_wait`: what [`Domain::apply_sync_wait`](crate::Domain::apply_sync_wait)
+/// runs unless a domain replaces it.
+impl DefaultSyncWait for DefaultDomain {
+    type Receiver<V, E> = SyncWaitReceiver<V, E>;
+    fn wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
+    where
+        S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
+    {
+        run_sync_wait(sndr)
+    }
+}
+
+/// The default `sync_wait` of [`DefaultDomain`].
+fn run_sync_wait<S>(sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
 where
     S: Sender + SenderTo<SyncWaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
 {

@@ -1,9 +1,5 @@
-//! `when_all`: run several senders concurrently and complete when all have.
-//!
-//! Completion rules (P2300): all values, then `set_value` with the tuple of values;
-//! the first error or panic wins and requests stop on the siblings; otherwise, if any
-//! child stopped, `set_stopped` (also requesting stop on the siblings). A stop request
-//! from the receiver's environment is forwarded to every child.
+//! The join protocol of `when_all`: the state the children share, their receivers, and
+//! how an operation starts its children.
 //!
 //! The operation state holds the children's operation states, their value cells, the
 //! stop source shared by the children, and the callback that forwards the parent's
@@ -46,59 +42,43 @@
 //! registers fails the last).
 //!
 //! Because a stop request may come from any thread, and the forwarder may then complete
-//! the operation there, `when_all` requires its receiver and its results to be `Send`.
 
 use std::cell::{Cell, UnsafeCell};
-use std::convert::Infallible;
-use std::marker::{PhantomData, PhantomPinned};
+use std::pin::Pin;
 use std::ptr;
 
 use crate::sync;
-use std::pin::Pin;
 
-use crate::block::{BlockSlice, BlockVec};
-use crate::domain::{CommonDomain, Domain, LateDomain, MaybeDomain, NoDomain};
 use crate::env::Env;
-use crate::factories::{Defer, defer};
 use crate::job::JobRef;
 use crate::outcome::Failure;
-use crate::panic::{Panic, catch, discard};
+use crate::panic::{Panic, discard};
 use crate::receiver::Receiver;
-use crate::sender::{OperationState, Sender, SenderTo, sender, start_job};
+use crate::sender::OperationState;
 use crate::stop::{ForwardStop, ForwardTarget, InplaceStopSource, RawStopCallback, StopToken, hold_live_count};
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
-/// Folds the domains of a list of children into their common domain.
-pub trait DomainFold {
-    /// The common domain; [`NoDomain`] for an empty list.
-    type Out: MaybeDomain;
-}
-impl DomainFold for () {
-    type Out = NoDomain;
-}
-impl<D: MaybeDomain + CommonDomain<T::Out>, T: DomainFold> DomainFold for (D, T) {
-    type Out = <D as CommonDomain<T::Out>>::Out;
-}
+use super::hook::SenderTuple;
 
 /// One child's value cell. Each child has its own cell, so a model checker sees the
 /// children's writes as independent.
 pub struct ValueCell<T>(sync::UnsafeCell<Option<T>>);
 
 impl<T> ValueCell<T> {
-    fn empty() -> Self {
+    pub(super) fn empty() -> Self {
         ValueCell(sync::UnsafeCell::new(None))
     }
     /// # Safety
     ///
     /// Only this cell's child writes it, once, before it arrives.
-    unsafe fn put(&self, value: T) {
+    pub(super) unsafe fn put(&self, value: T) {
         // SAFETY: exclusive by the caller's contract.
         self.0.with_mut(|p| unsafe { *p = Some(value) })
     }
     /// # Safety
     ///
     /// Every child has arrived (the `AcqRel` count orders their writes before this).
-    unsafe fn take(&self) -> T {
+    pub(super) unsafe fn take(&self) -> T {
         // SAFETY: exclusive by the caller's contract.
         self.0.with_mut(|p| unsafe { (*p).take() }).expect("when_all: missing value")
     }
@@ -107,48 +87,10 @@ impl<T> ValueCell<T> {
     /// # Safety
     ///
     /// As for [`take`](Self::take).
-    unsafe fn drop_value(&self) -> Result<(), Panic> {
+    pub(super) unsafe fn drop_value(&self) -> Result<(), Panic> {
         // SAFETY: exclusive by the caller's contract.
         discard(self.0.with_mut(|p| unsafe { (*p).take() }))
     }
-}
-
-/// The children `when_all` can run: tuples of up to twelve senders that share one error
-/// type and one domain (the empty tuple included), and a `Vec` of senders of one type
-/// (a number of children known only at run time).
-pub trait SenderTuple: Sized {
-    /// The children's values: a tuple for a tuple, a `Vec` for a `Vec`.
-    type Values;
-    /// One [`ValueCell`] per child value.
-    type ValueCells;
-    /// The shared error type.
-    type Error;
-    /// Whether some child may complete stopped.
-    const SENDS_STOPPED: bool;
-    /// The children's common domain.
-    type Domain: MaybeDomain;
-    /// The number of children.
-    fn len(&self) -> usize;
-    /// Whether there is no child.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Empty cells for `len` children.
-    fn empty_cells(len: usize) -> Self::ValueCells;
-    /// The values, once every cell is filled.
-    ///
-    /// # Safety
-    ///
-    /// Every child has delivered its value and arrived.
-    unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values;
-    /// Drops the values the children delivered, when the operation does not deliver
-    /// them (a child failed or stopped): each one, even if an earlier `Drop` panicked.
-    /// Returns the first such panic.
-    ///
-    /// # Safety
-    ///
-    /// Every child has arrived.
-    unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic>;
 }
 
 /// A [`SenderTuple`] whose children can all be connected to `when_all`'s receivers.
@@ -220,7 +162,7 @@ pub trait ConnectTuple<R>: SenderTuple {
 /// The operation state of one child of a `when_all`, aligned so that a job (see
 /// [`ForkJob`]) can point to it.
 #[repr(C, align(2))]
-pub struct ChildOp<Op>(Op);
+pub struct ChildOp<Op>(pub(super) Op);
 
 impl<Op: OperationState> OperationState for ChildOp<Op> {
     #[inline]
@@ -280,22 +222,22 @@ impl StartPolicy for Sequential {
     }
 }
 
-const RUNNING: u8 = 0;
-const STOPPED: u8 = 1;
-const FAILED: u8 = 2;
+pub(super) const RUNNING: u8 = 0;
+pub(super) const STOPPED: u8 = 1;
+pub(super) const FAILED: u8 = 2;
 
 /// The state that `when_all`'s children share.
 pub struct Shared<C: SenderTuple, R> {
-    rcvr: UnsafeCell<Option<R>>,
-    cells: C::ValueCells,
-    failure: sync::UnsafeCell<Option<Failure<C::Error>>>,
-    state: AtomicU8,
-    count: AtomicUsize,
-    source: InplaceStopSource,
+    pub(super) rcvr: UnsafeCell<Option<R>>,
+    pub(super) cells: C::ValueCells,
+    pub(super) failure: sync::UnsafeCell<Option<Failure<C::Error>>>,
+    pub(super) state: AtomicU8,
+    pub(super) count: AtomicUsize,
+    pub(super) source: InplaceStopSource,
     /// Whether a child asked for its stop token, which links the parent's token to
     /// `source` (see [`link`](Self::link)).
-    linked: AtomicBool,
-    on_parent_stop: sync::UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
+    pub(super) linked: AtomicBool,
+    pub(super) on_parent_stop: sync::UnsafeCell<Option<RawStopCallback<'static, ForwardStop>>>,
 }
 
 /// The parent's stop request is forwarded to the children's source under a count of the
@@ -564,7 +506,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
     ///
     /// `this` is the live shared state of a started operation whose children were never
     /// started; called once, instead of any other completion.
-    unsafe fn fail_unstarted(this: *const Self, panic: Panic) {
+    pub(super) unsafe fn fail_unstarted(this: *const Self, panic: Panic) {
         // A forwarder linked by a child's `connect` only adds to the count and takes back
         // what it added, and `complete` waits for it.
         // SAFETY: the caller's contract: no child holds a count, the completion is ours.
@@ -618,8 +560,8 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
 /// The receiver of `when_all`'s child with value type `V`. It is also the child's
 /// environment: the parent's, with the children's shared stop token.
 pub struct WhenAllReceiver<V, C: SenderTuple, R> {
-    shared: *const Shared<C, R>,
-    cell: *const ValueCell<V>,
+    pub(super) shared: *const Shared<C, R>,
+    pub(super) cell: *const ValueCell<V>,
 }
 
 // SAFETY: a child may complete on another thread: it moves a `V` (and possibly the
@@ -694,517 +636,4 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Receiver<V, C::Error> 
         // SAFETY: as in `set_error`.
         unsafe { Shared::arrive_child(self.shared) };
     }
-}
-
-/// The list of types `(A, (B, (C, ())))` that [`DomainFold`] folds.
-macro_rules! nest {
-    () => { () };
-    ($head:ty $(, $rest:ty)*) => { ($head, $crate::adaptors::when_all::nest!($($rest),*)) };
-}
-pub(crate) use nest;
-
-macro_rules! tuple_impls {
-    ($len:expr; $S0:ident $i0:tt $(, $S:ident $i:tt)*) => {
-        impl<$S0: Sender $(, $S: Sender<Error = $S0::Error>)*> SenderTuple for ($S0, $($S,)*)
-        where
-            nest!($S0::Domain $(, $S::Domain)*): DomainFold,
-        {
-            type Values = ($S0::Value, $($S::Value,)*);
-            type ValueCells = (ValueCell<$S0::Value>, $(ValueCell<$S::Value>,)*);
-            type Error = $S0::Error;
-            const SENDS_STOPPED: bool = $S0::SENDS_STOPPED $(|| $S::SENDS_STOPPED)*;
-            type Domain = <nest!($S0::Domain $(, $S::Domain)*) as DomainFold>::Out;
-            #[inline]
-            fn len(&self) -> usize {
-                $len
-            }
-            fn empty_cells(_: usize) -> Self::ValueCells {
-                (ValueCell::empty(), $(tuple_impls!(@empty $S),)*)
-            }
-            unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values {
-                // SAFETY: forwarded from the caller: every child has arrived.
-                unsafe { (cells.$i0.take(), $(cells.$i.take(),)*) }
-            }
-            unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic> {
-                // SAFETY: forwarded from the caller: every child has arrived.
-                unsafe {
-                    let first = cells.$i0.drop_value();
-                    $(let first = first.and(cells.$i.drop_value());)*
-                    first
-                }
-            }
-        }
-
-        impl<R, $S0 $(, $S)*> ConnectTuple<R> for ($S0, $($S,)*)
-        where
-            nest!(<$S0 as Sender>::Domain $(, <$S as Sender>::Domain)*): DomainFold,
-            R: Receiver<<Self as SenderTuple>::Values, <Self as SenderTuple>::Error>,
-            $S0: Sender + SenderTo<WhenAllReceiver<<$S0 as Sender>::Value, Self, R>>,
-            $($S: Sender<Error = <$S0 as Sender>::Error> + SenderTo<WhenAllReceiver<<$S as Sender>::Value, Self, R>>,)*
-        {
-            type Ops = (ChildOp<$S0::Operation>, $(ChildOp<$S::Operation>,)*);
-            unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
-                // SAFETY: the caller guarantees `shared` is alive; the cells are only
-                // addressed here, and each child writes its own through `ValueCell::put`.
-                let cells: &Self::ValueCells = unsafe { &(*shared).cells };
-                (
-                    ChildOp(self.$i0.connect(WhenAllReceiver { shared, cell: &cells.$i0 })),
-                    $(ChildOp(self.$i.connect(WhenAllReceiver { shared, cell: &cells.$i })),)*
-                )
-            }
-            #[inline]
-            unsafe fn count(_: *const Self::Ops) -> usize {
-                $len
-            }
-            #[inline]
-            unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
-                // SAFETY: forwarded from the caller: child `i` is pinned in place and
-                // unstarted; only its field is borrowed.
-                unsafe {
-                    match i {
-                        $i0 => Pin::new_unchecked(&mut (*ops).$i0).start(),
-                        $($i => Pin::new_unchecked(&mut (*ops).$i).start(),)*
-                        _ => unreachable!("when_all: no child {i}"),
-                    }
-                }
-            }
-            #[inline]
-            unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob {
-                // SAFETY: forwarded from the caller: the job starts child `i`, pinned in
-                // place, once.
-                unsafe {
-                    match i {
-                        $i0 => ForkJob(start_job(&raw const (*ops).$i0)),
-                        $($i => ForkJob(start_job(&raw const (*ops).$i)),)*
-                        _ => unreachable!("when_all: no child {i}"),
-                    }
-                }
-            }
-            #[inline]
-            unsafe fn completes_at_once(ops: *const Self::Ops, i: usize) -> bool {
-                // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
-                unsafe {
-                    match i {
-                        $i0 => (*ops).$i0.completes_at_once(),
-                        $($i => (*ops).$i.completes_at_once(),)*
-                        _ => unreachable!("when_all: no child {i}"),
-                    }
-                }
-            }
-        }
-    };
-    (@empty $S:ident) => { ValueCell::empty() };
-}
-
-tuple_impls!(1; S0 0);
-tuple_impls!(2; S0 0, S1 1);
-tuple_impls!(3; S0 0, S1 1, S2 2);
-tuple_impls!(4; S0 0, S1 1, S2 2, S3 3);
-tuple_impls!(5; S0 0, S1 1, S2 2, S3 3, S4 4);
-tuple_impls!(6; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5);
-tuple_impls!(7; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6);
-tuple_impls!(8; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7);
-tuple_impls!(9; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8);
-tuple_impls!(10; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9);
-tuple_impls!(11; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9, S10 10);
-tuple_impls!(12; S0 0, S1 1, S2 2, S3 3, S4 4, S5 5, S6 6, S7 7, S8 8, S9 9, S10 10, S11 11);
-
-/// No children: `when_all(())` completes with `()` as soon as it starts.
-impl SenderTuple for () {
-    type Values = ();
-    type ValueCells = ();
-    type Error = Infallible;
-    const SENDS_STOPPED: bool = false;
-    type Domain = NoDomain;
-    fn len(&self) -> usize {
-        0
-    }
-    fn empty_cells(_: usize) {}
-    unsafe fn take_values((): &()) {}
-    unsafe fn drop_values((): &()) -> Result<(), Panic> {
-        Ok(())
-    }
-}
-
-impl<R: Receiver<(), Infallible>> ConnectTuple<R> for () {
-    type Ops = ();
-    unsafe fn connect_all(self, _: *const Shared<Self, R>) {}
-    unsafe fn count(_: *const ()) -> usize {
-        0
-    }
-    unsafe fn start_child(_: *mut (), i: usize) {
-        unreachable!("when_all(()): no child {i}")
-    }
-    unsafe fn child_job(_: *mut (), i: usize) -> ForkJob {
-        unreachable!("when_all(()): no child {i}")
-    }
-}
-
-/// Where the value cells of a run-time number of children are: in the children's
-/// [`ChildSlot`]s, one block for every cell and operation state, which `connect_all`
-/// makes when the operation starts (the cells cannot live in the shared state, whose
-/// size is fixed at compile time).
-pub struct ListCells<V> {
-    /// The first slot's cell and the distance between slots, in bytes; written by
-    /// `connect_all` before any child starts, read by `take_values` after every child
-    /// arrived.
-    at: UnsafeCell<(*const ValueCell<V>, usize)>,
-    len: usize,
-}
-
-// SAFETY: the cells hold `V`s, sent across threads as a `BlockSlice<ValueCell<V>>`
-// would be; the pointer is only followed by the operation that owns the slots.
-unsafe impl<V: Send> Send for ListCells<V> {}
-
-impl<V> ListCells<V> {
-    fn new(len: usize) -> Self {
-        ListCells { at: UnsafeCell::new((ptr::null(), 0)), len }
-    }
-
-    /// The values, in the children's order.
-    ///
-    /// # Safety
-    ///
-    /// `connect_all` recorded the slots, which are alive, and every child has arrived
-    /// with its value.
-    unsafe fn take(&self) -> Vec<V> {
-        // SAFETY: the caller's contract: the slots are recorded and alive; each holds a
-        // cell at offset 0 (`ChildSlot` is `repr(C)`) that its child filled.
-        unsafe {
-            let (first, stride) = *self.at.get();
-            (0..self.len).map(|i| (*first.byte_add(i * stride)).take()).collect()
-        }
-    }
-
-    /// Drops the values delivered, each one; returns the first panic of a `Drop`.
-    ///
-    /// # Safety
-    ///
-    /// Every child has arrived; if `connect_all` recorded the slots, they are alive.
-    unsafe fn drop_values(&self) -> Result<(), Panic> {
-        // SAFETY: the caller's contract: the slots, if recorded, are alive and hold a
-        // cell at offset 0 each; with none recorded there is no value.
-        unsafe {
-            let (first, stride) = *self.at.get();
-            if first.is_null() {
-                return Ok(());
-            }
-            // Every cell, even after a panic (no short circuit): the first panic is kept.
-            let mut first_panic = Ok(());
-            for i in 0..self.len {
-                let dropped = (*first.byte_add(i * stride)).drop_value();
-                first_panic = first_panic.and(dropped);
-            }
-            first_panic
-        }
-    }
-}
-
-/// The cell and the operation state of one of a run-time number of children, side by
-/// side, so that their `when_all` takes one block for both.
-#[repr(C)]
-pub struct ChildSlot<V, Op> {
-    /// First: [`ListCells`] finds the cells at offset 0.
-    cell: ValueCell<V>,
-    op: ChildOp<Op>,
-}
-
-/// `SenderTuple` and `ConnectTuple` for a collection of senders of one type, consumed in
-/// order by `into_iter`.
-macro_rules! list_impls {
-    ($list:ident) => {
-        impl<S: Sender> SenderTuple for $list<S> {
-            type Values = Vec<S::Value>;
-            type ValueCells = ListCells<S::Value>;
-            type Error = S::Error;
-            const SENDS_STOPPED: bool = S::SENDS_STOPPED;
-            type Domain = S::Domain;
-            fn len(&self) -> usize {
-                $list::len(self)
-            }
-            fn empty_cells(len: usize) -> Self::ValueCells {
-                ListCells::new(len)
-            }
-            unsafe fn take_values(cells: &Self::ValueCells) -> Vec<S::Value> {
-                // SAFETY: forwarded from the caller: every child has arrived, so
-                // `connect_all` recorded the slots, alive in the started operation.
-                unsafe { cells.take() }
-            }
-            unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic> {
-                // SAFETY: forwarded from the caller: every child has arrived; the slots,
-                // if recorded, are alive in the started operation.
-                unsafe { cells.drop_values() }
-            }
-        }
-
-        impl<R, S> ConnectTuple<R> for $list<S>
-        where
-            R: Receiver<Vec<S::Value>, S::Error>,
-            S: Sender + SenderTo<WhenAllReceiver<<S as Sender>::Value, Self, R>>,
-        {
-            type Ops = BlockSlice<ChildSlot<S::Value, S::Operation>>;
-            unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
-                // SAFETY: the caller guarantees `shared` is alive, and no child runs yet:
-                // the cells' record is ours to write.
-                let cells = unsafe { &(*shared).cells };
-                let mut children = self.into_iter();
-                let slots = BlockSlice::new_at(cells.len, |_, slot: *mut ChildSlot<S::Value, S::Operation>| {
-                    let child = children.next().expect("when_all: as many children as cells");
-                    // SAFETY: the slot's address in the block; only the field's address
-                    // is taken, and the cell is written (with the slot) before any child
-                    // starts.
-                    let cell = unsafe { &raw const (*slot).cell };
-                    ChildSlot { cell: ValueCell::empty(), op: ChildOp(child.connect(WhenAllReceiver { shared, cell })) }
-                });
-                // The first slot's cell is at the slot's address (`repr(C)`, the cell
-                // first), so no place is made from a pointer that may dangle (no child).
-                let first = slots.as_slice().as_ptr().cast::<ValueCell<S::Value>>();
-                // SAFETY: as above: no child has started, nobody reads the record yet.
-                unsafe { *cells.at.get() = (first, size_of::<ChildSlot<S::Value, S::Operation>>()) };
-                slots
-            }
-            unsafe fn count(ops: *const Self::Ops) -> usize {
-                // SAFETY: the caller's contract: `ops` is alive.
-                unsafe { (*ops).as_slice().len() }
-            }
-            unsafe fn start_child(ops: *mut Self::Ops, i: usize) {
-                // SAFETY: forwarded from the caller: child `i` is pinned in the block and
-                // unstarted; only its operation is borrowed.
-                unsafe { Pin::new_unchecked(&mut (*BlockSlice::at(ops, i)).op).start() }
-            }
-            unsafe fn child_job(ops: *mut Self::Ops, i: usize) -> ForkJob {
-                // SAFETY: forwarded from the caller: the job starts child `i`, pinned in
-                // place, once.
-                unsafe { ForkJob(start_job(&raw const (*BlockSlice::at(ops, i)).op)) }
-            }
-            #[inline]
-            unsafe fn completes_at_once(ops: *const Self::Ops, i: usize) -> bool {
-                // SAFETY: forwarded from the caller: child `i` is alive and unstarted.
-                unsafe { (*BlockSlice::at(ops, i)).op.completes_at_once() }
-            }
-        }
-    };
-}
-
-// A number of children known at run time: `when_all(vec)` completes with the `Vec` of
-// their values, in the children's order (an empty `Vec` at once for no child); a
-// `BlockVec` is what `when_all_iter` collects into.
-list_impls!(Vec);
-list_impls!(BlockVec);
-
-/// The untransformed sender of [`when_all`].
-#[must_use = "senders do nothing unless connected and started"]
-pub struct WhenAll<C> {
-    children: C,
-}
-
-impl<C> WhenAll<C> {
-    /// Builds the untransformed sender. Prefer [`when_all`], which also applies early
-    /// customization.
-    pub fn new(children: C) -> Self {
-        WhenAll { children }
-    }
-    /// The children.
-    pub fn into_parts(self) -> C {
-        self.children
-    }
-    /// The default implementation.
-    pub fn lower(self) -> WhenAllImpl<C> {
-        self.lower_with()
-    }
-    /// The default implementation with another way to start the children (a pool
-    /// forks them onto its workers).
-    pub fn lower_with<P: StartPolicy>(self) -> WhenAllImpl<C, P> {
-        WhenAllImpl { children: self.children, _p: PhantomData }
-    }
-}
-
-/// The default implementation of `when_all`: children are started one after the other
-/// on the starting thread (with policy `P` = [`Sequential`]) and run wherever they take
-/// themselves.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct WhenAllImpl<C, P = Sequential> {
-    children: C,
-    _p: PhantomData<fn() -> P>,
-}
-
-sender!([C: SenderTuple] WhenAll<C> { value = C::Values, error = C::Error, stopped = C::SENDS_STOPPED, domain = C::Domain });
-
-sender!([C: SenderTuple, P] WhenAllImpl<C, P> { value = C::Values, error = C::Error, stopped = C::SENDS_STOPPED, domain = C::Domain });
-
-impl<C, R> SenderTo<R> for WhenAll<C>
-where
-    C: SenderTuple,
-    R: Receiver<C::Values, C::Error>,
-    <LateDomain<Self, R::Env> as Domain>::WhenAll<C>: SenderTo<R>,
-{
-    type Operation = <<LateDomain<Self, R::Env> as Domain>::WhenAll<C> as SenderTo<R>>::Operation;
-    fn connect(self, receiver: R) -> Self::Operation {
-        let domain = <LateDomain<Self, R::Env>>::default();
-        domain.transform_when_all(self, Some(receiver.env())).connect(receiver)
-    }
-}
-
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send, P: StartPolicy> SenderTo<R> for WhenAllImpl<C, P>
-where
-    C::Values: Send,
-    C::Error: Send,
-{
-    type Operation = WhenAllOp<C, R, P>;
-    fn connect(self, receiver: R) -> WhenAllOp<C, R, P> {
-        WhenAllOp {
-            shared: Shared {
-                rcvr: UnsafeCell::new(Some(receiver)),
-                cells: C::empty_cells(self.children.len()),
-                failure: sync::UnsafeCell::new(None),
-                state: AtomicU8::new(RUNNING),
-                count: AtomicUsize::new(self.children.len() + P::HOLD),
-                source: InplaceStopSource::new(),
-                linked: AtomicBool::new(false),
-                on_parent_stop: sync::UnsafeCell::new(None),
-            },
-            children: Some(self.children),
-            ops: None,
-            _p: PhantomData,
-            _pin: PhantomPinned,
-        }
-    }
-}
-
-/// The operation state of the default `when_all`.
-pub struct WhenAllOp<C: ConnectTuple<R>, R, P = Sequential> {
-    /// Declared (so dropped) before `shared`: a child may hold a stop callback on the
-    /// children's source inside it.
-    ops: Option<C::Ops>,
-    shared: Shared<C, R>,
-    children: Option<C>,
-    _p: PhantomData<fn() -> P>,
-    _pin: PhantomPinned,
-}
-
-impl<C: ConnectTuple<R>, R: Receiver<C::Values, C::Error> + Send, P: StartPolicy> OperationState for WhenAllOp<C, R, P>
-where
-    C::Values: Send,
-    C::Error: Send,
-{
-    #[inline]
-    unsafe fn start(self: Pin<&mut Self>) {
-        // SAFETY: we never move the pinned fields: `shared` and `ops` stay in place and
-        // are only addressed; `children` is moved out (not structurally pinned).
-        let this = unsafe { self.get_unchecked_mut() };
-        let Some(children) = this.children.take() else { return };
-        // The parent's stop token is linked lazily, when a child asks for its own.
-        let shared: *const Shared<C, R> = &this.shared;
-        // SAFETY: `shared` is pinned inside this started operation, which outlives the
-        // children's operations.
-        let ops = match catch(|| unsafe { children.connect_all(shared) }) {
-            Ok(ops) => ops,
-            // A child's `connect` panicked: the children connected before it were dropped
-            // unstarted, and the operation completes with the panic.
-            // SAFETY: no child was started, so nothing else completes the operation.
-            Err(p) => return unsafe { Shared::fail_unstarted(shared, p) },
-        };
-        let ops = this.ops.insert(ops);
-        // SAFETY: `ops` is pinned in place and unstarted; `shared` is pinned beside it.
-        unsafe { P::start::<C, R>(shared, ops) };
-    }
-}
-
-/// Runs every sender of `children` concurrently; completes with their values. The
-/// children are a tuple (up to twelve, or none: `when_all(())` completes with `()`), whose
-/// values come as a tuple, or a `Vec` of senders of one type, whose values come as a
-/// `Vec` (see also [`when_all_iter`]). Customizable by domains. Children must share their
-/// error type and their domain (a child with no known domain fits any).
-///
-/// The receiver and the results must be `Send`: a stop request may arrive on any
-/// thread, and the operation may complete there.
-///
-/// ```
-/// use senders::{just, sync_wait, when_all};
-/// assert_eq!(sync_wait(when_all((just(1), just("a")))).unwrap(), Some((1, "a")));
-/// ```
-pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
-    <C::Domain as MaybeDomain>::early_when_all(WhenAll::new(children))
-}
-
-/// `when_all` over an iterator of senders of one type (typically
-/// [`AnySender`](crate::AnySender)s): completes with the `Vec` of their values, in the
-/// iterator's order. It behaves as `when_all(senders.into_iter().collect::<Vec<_>>())`:
-/// the first error or stop wins and requests stop on the others, a panic is delivered,
-/// and no sender completes with an empty `Vec` at once. The senders are collected (when
-/// this is called) into a [`BlockVec`](crate::adaptors::BlockVec), a recycled block
-/// rather than a `Vec`, and the children's value cells and operation states share one
-/// more block: a node of a recursion takes memory from the global allocator only for
-/// the `Vec` of values it completes with. On a pool the children are handed out by
-/// halves (a node with a thousand children pushes about ten jobs, which the workers
-/// that steal them split further).
-///
-/// ```
-/// use senders::{SenderExt, StaticThreadPool, just, schedule, starts_on, sync_wait, when_all_iter};
-/// let pool = StaticThreadPool::new(2).unwrap();
-/// let sch = pool.scheduler();
-/// let squares = when_all_iter((0..10u64).map(|i| schedule(&sch).then(move |()| i * i).boxed()));
-/// assert_eq!(sync_wait(squares).unwrap().unwrap().iter().sum::<u64>(), 285);
-/// let none = when_all_iter(Vec::<senders::AnySender<u64>>::new());
-/// assert_eq!(sync_wait(starts_on(pool.scheduler(), none)).unwrap(), Some(vec![]));
-/// # let _ = just(0);
-/// ```
-pub fn when_all_iter<I>(senders: I) -> <<I::Item as Sender>::Domain as MaybeDomain>::EarlyWhenAll<BlockVec<I::Item>>
-where
-    I: IntoIterator,
-    I::Item: Sender,
-{
-    when_all(senders.into_iter().collect::<BlockVec<_>>())
-}
-
-/// The sender of [`fork_join`]: the `when_all` of two [`Defer`]s, as early customization
-/// leaves it (the children's common domain decides).
-pub type ForkJoin<FA, FB> =
-    <<(Defer<FA>, Defer<FB>) as SenderTuple>::Domain as MaybeDomain>::EarlyWhenAll<(Defer<FA>, Defer<FB>)>;
-
-/// Runs the senders that `left` and `right` make concurrently, and completes with the
-/// pair of their values: `when_all((defer(left), defer(right)))`, the form of a
-/// fork-join recursion (as `rayon::join(left, right)`).
-///
-/// The children are made when the `when_all` starts, inside its operation: a node of a
-/// recursion is one operation state (one block when erased in an
-/// [`AnySender`](crate::AnySender)), with one join count, and no `let_value` around it.
-/// On a pool worker the right child is forked (stealable) and the left one runs inline,
-/// as the pool's `when_all` does. `when_all`'s rules apply: the first error or panic (a
-/// panic in `left` or `right` included) wins and requests stop on the other child, a
-/// stop request reaches both, and a stopped child makes the pair stopped.
-///
-/// ```
-/// use senders::{AnySender, SenderExt, StaticThreadPool, fork_join, just, starts_on, sync_wait};
-///
-/// fn fib(n: u64) -> AnySender<'static, u64> {
-///     if n < 2 {
-///         return just(n).boxed();
-///     }
-///     fork_join(move || fib(n - 1), move || fib(n - 2)).then(|(a, b)| a + b).boxed()
-/// }
-///
-/// let pool = StaticThreadPool::new(2).unwrap();
-/// assert_eq!(sync_wait(starts_on(pool.scheduler(), fib(20))).unwrap(), Some(6765));
-/// ```
-pub fn fork_join<FA, FB, A, B>(left: FA, right: FB) -> ForkJoin<FA, FB>
-where
-    FA: FnOnce() -> A,
-    FB: FnOnce() -> B,
-    A: Sender,
-    B: Sender<Error = A::Error>,
-    (Defer<FA>, Defer<FB>): SenderTuple,
-{
-    when_all((defer(left), defer(right)))
-}
-
-/// `when_all_with_variant`: since every sender here has exactly one value type,
-/// `into_variant` is the identity and this is [`when_all`].
-///
-/// ```
-/// use senders::{just, sync_wait, when_all_with_variant};
-/// assert_eq!(sync_wait(when_all_with_variant((just(1), just('b')))).unwrap(), Some((1, 'b')));
-/// ```
-pub fn when_all_with_variant<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::EarlyWhenAll<C> {
-    when_all(children)
 }

@@ -32,49 +32,9 @@ use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 use crate::sync::{Mutex, lock};
 
-/// The three functions of a reduction over the indices of a value `V`: an identity, a
-/// fold of a chunk of indices into an accumulator, and an associative combine of two
-/// accumulators (the left range's first).
-///
-/// [`FoldReduce`] (from [`SenderExt::bulk_reduce`](crate::SenderExt::bulk_reduce)) and
-/// [`MapReduce`] (from [`SenderExt::bulk_map_reduce`](crate::SenderExt::bulk_map_reduce))
-/// implement it; a domain that customizes reductions calls these. A type of one's own
-/// may implement it too, and be reduced with [`BulkReduce::new`]:
-///
-/// ```
-/// use senders::adaptors::{BulkReduce, ReduceFns};
-/// use senders::{StaticThreadPool, just, starts_on, sync_wait};
-/// /// The least and the greatest element of a slice.
-/// struct MinMax;
-/// impl ReduceFns<Vec<i32>> for MinMax {
-///     type Acc = (i32, i32);
-///     fn identity(&self) -> (i32, i32) {
-///         (i32::MAX, i32::MIN)
-///     }
-///     fn fold(&self, (lo, hi): (i32, i32), begin: usize, end: usize, v: &Vec<i32>) -> (i32, i32) {
-///         v[begin..end].iter().fold((lo, hi), |(lo, hi), &x| (lo.min(x), hi.max(x)))
-///     }
-///     fn combine(&self, l: (i32, i32), r: (i32, i32)) -> (i32, i32) {
-///         (l.0.min(r.0), l.1.max(r.1))
-///     }
-/// }
-/// let pool = StaticThreadPool::new(2).unwrap();
-/// let v: Vec<i32> = (0..1000).map(|i| (i * 37) % 1001 - 500).collect();
-/// // Customized late: the pool's domain is found at `connect`.
-/// let r = sync_wait(starts_on(pool.scheduler(), BulkReduce::new(just(v), 1000, MinMax)));
-/// assert_eq!(r, Ok(Some((-500, 500))));
-/// ```
-pub trait ReduceFns<V> {
-    /// The accumulator, and the reduction's result.
-    type Acc;
-    /// The accumulator of no index: `combine(identity(), a)` and `combine(a, identity())`
-    /// are `a`.
-    fn identity(&self) -> Self::Acc;
-    /// Folds the indices `begin..end`, in order, into `acc`.
-    fn fold(&self, acc: Self::Acc, begin: usize, end: usize, value: &V) -> Self::Acc;
-    /// Combines the accumulators of two adjacent ranges, `left` before `right`.
-    fn combine(&self, left: Self::Acc, right: Self::Acc) -> Self::Acc;
-}
+mod hook;
+
+pub use hook::{BulkReduce, ReduceFns};
 
 /// The functions of [`SenderExt::bulk_reduce`](crate::SenderExt::bulk_reduce):
 /// `identity()`, `fold(acc, begin, end, &value)`, `combine(left, right)`.
@@ -156,35 +116,7 @@ where
     }
 }
 
-/// The untransformed sender of a reduction: `bulk_reduce(sndr, shape, fns)`. It
-/// completes with the reduction of the indices `0..shape` of the predecessor's value,
-/// which it drops first.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct BulkReduce<S, R> {
-    sndr: S,
-    shape: usize,
-    fns: R,
-    grain: Grain,
-}
-
 impl<S, R> BulkReduce<S, R> {
-    /// Builds the untransformed sender. Prefer
-    /// [`SenderExt::bulk_reduce`](crate::SenderExt::bulk_reduce).
-    pub fn new(sndr: S, shape: usize, fns: R) -> Self {
-        BulkReduce { sndr, shape, fns, grain: Grain::new() }
-    }
-    /// The same sender with the bounds `grain` on its chunks.
-    pub fn with_grain(self, grain: Grain) -> Self {
-        BulkReduce { grain, ..self }
-    }
-    /// The bounds on its chunks.
-    pub fn grain(&self) -> Grain {
-        self.grain
-    }
-    /// The predecessor, the shape and the functions.
-    pub fn into_parts(self) -> (S, usize, R) {
-        (self.sndr, self.shape, self.fns)
-    }
     /// The default implementation: the reduction as `domain`'s `bulk_chunked` of the
     /// same shape and grain (the module's documentation says how), which `domain`
     /// transforms with `env` (`None` for early customization).

@@ -14,6 +14,12 @@
 //! that, then hands the result to the domain's own `transform_bulk_chunked`, so a domain
 //! that customizes only `bulk_chunked` runs plain `bulk` too. A domain that customizes
 //! `bulk` itself (the pool's) is not affected.
+//!
+//! | file | what |
+//! |---|---|
+//! | `hook.rs` | what the domain hooks take: the untransformed senders and the functions they run |
+//! | `grain.rs` | [`Grain`], the bounds on the chunks |
+//! | `mod.rs` | the senders, the default lowerings, and the early customization entries |
 
 use std::marker::PhantomData;
 
@@ -26,183 +32,16 @@ use crate::receiver::Receiver;
 use crate::sender::{Sender, SenderTo, adaptor_sender};
 use crate::stop::StopToken;
 
-/// Bounds on the length of the chunks a bulk's indices are cut into: rayon's
-/// `with_min_len` and `with_max_len`, given to the `*_with` forms of the bulk algorithms
-/// ([`SenderExt::bulk_chunked_with`](crate::SenderExt::bulk_chunked_with) and the like).
-///
-/// - **`max_len(n)`**: no chunk is longer than `n` indices. A domain that splits (the
-///   pool's) splits a longer range even when its workers are busy, as rayon's
-///   `with_max_len` does; the default domain, which runs one chunk, cuts it into calls of
-///   at most `n` for `bulk_chunked` (and so for the reductions).
-/// - **`min_len(n)`**: a range is split only into pieces of at least `n` indices. A chunk
-///   is shorter than `n` only when the whole shape is, or when the bounds are within a
-///   factor of two of each other (`min_len > max_len / 2`) and a range must be cut to
-///   fit `max_len`: `max_len` wins.
-///
-/// The forms whose function sees one index at a time (`bulk`, `bulk_each`, and
-/// `bulk_chunks_mut`, whose indices are chunks) cannot see the grain: it bounds the pieces
-/// of work the pool hands out, and so how many indices run together on one worker.
-///
-/// `min_len(0)` means no minimum (a chunk of at least one index, as the default);
-/// `max_len(0)`, and bounds with `min_len > max_len`, panic where they are given.
-///
-/// ```
-/// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
-/// use std::sync::atomic::{AtomicUsize, Ordering};
-/// let pool = StaticThreadPool::new(2).unwrap();
-/// let longest = sync_wait(schedule(&pool.scheduler()).then(|()| AtomicUsize::new(0)).bulk_chunked_with(
-///     Grain::new().min_len(100).max_len(250),
-///     1000,
-///     |begin, end, longest: &AtomicUsize| {
-///         longest.fetch_max(end - begin, Ordering::Relaxed);
-///     },
-/// ));
-/// assert!(longest.unwrap().unwrap().into_inner() <= 250);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Grain {
-    min: usize,
-    max: usize,
-}
+mod grain;
+mod hook;
 
-impl Default for Grain {
-    fn default() -> Self {
-        Grain::new()
-    }
-}
-
-impl Grain {
-    /// No bounds: chunks of at least one index, as long as the domain likes.
-    pub const fn new() -> Self {
-        Grain { min: 1, max: usize::MAX }
-    }
-
-    /// Pieces of at least `n` indices (rayon's `with_min_len`); `0` means no minimum.
-    ///
-    /// # Panics
-    ///
-    /// If `n` is greater than a `max_len` given before.
-    #[track_caller]
-    pub const fn min_len(self, n: usize) -> Self {
-        let n = if n == 0 { 1 } else { n };
-        assert!(n <= self.max, "Grain: min_len is greater than max_len");
-        Grain { min: n, max: self.max }
-    }
-
-    /// Chunks of at most `n` indices (rayon's `with_max_len`).
-    ///
-    /// # Panics
-    ///
-    /// If `n` is zero, or less than a `min_len` given before.
-    #[track_caller]
-    pub const fn max_len(self, n: usize) -> Self {
-        assert!(n > 0, "Grain: max_len is zero");
-        assert!(n >= self.min, "Grain: max_len is less than min_len");
-        Grain { min: self.min, max: n }
-    }
-
-    /// The least length of a piece (at least one).
-    pub const fn min(&self) -> usize {
-        self.min
-    }
-
-    /// The greatest length of a chunk, if bounded.
-    pub const fn max(&self) -> Option<usize> {
-        if self.max == usize::MAX { None } else { Some(self.max) }
-    }
-
-    /// The bounds on the calls of a chunked function, where the domain's own limit on a
-    /// call is `default` when no `max_len` was given: at most `default`, or twice
-    /// `min_len` if that is more, so that a range cut to fit leaves pieces of at least
-    /// `min_len`.
-    pub(crate) const fn for_calls(self, default: usize) -> Grain {
-        let max = if self.max != usize::MAX {
-            self.max
-        } else if default / 2 >= self.min {
-            default
-        } else {
-            self.min.saturating_mul(2)
-        };
-        Grain { min: self.min, max }
-    }
-
-    /// Where the next call of a chunked function that starts at `i` ends, in a range that
-    /// ends at `hi`: `hi` if the rest fits `max_len`; `i + max_len` if what remains after
-    /// it is at least `min_len`; otherwise the rest is cut in two halves (each at most
-    /// `max_len`, and at least `min_len` where the rest is at least twice that).
-    pub(crate) const fn next_end(&self, i: usize, hi: usize) -> usize {
-        let (rest, max) = (hi - i, self.max);
-        if rest <= max {
-            hi
-        } else if rest - max >= self.min {
-            i + max
-        } else {
-            i + rest / 2
-        }
-    }
-}
-
-/// What one bulk iteration may return: `()`, or `Result<(), E>` to fail the whole bulk.
-pub trait BulkOutcome<E> {
-    /// The iteration's result.
-    fn into_result(self) -> Result<(), E>;
-}
-impl<E> BulkOutcome<E> for () {
-    #[inline]
-    fn into_result(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-impl<E> BulkOutcome<E> for Result<(), E> {
-    #[inline]
-    fn into_result(self) -> Result<(), E> {
-        self
-    }
-}
-
-/// A bulk iteration function. Implemented for every `Fn(usize, &V) -> O` where `O` is
-/// `()` or `Result<(), E>`.
-///
-/// Iterations get a shared reference to the value because a customized `bulk` runs
-/// them in parallel.
-pub trait BulkFn<V, E> {
-    /// Runs iteration `i`.
-    fn call(&self, i: usize, value: &V) -> Result<(), E>;
-}
-
-impl<V, E, O: BulkOutcome<E>, F: Fn(usize, &V) -> O> BulkFn<V, E> for F {
-    #[inline]
-    fn call(&self, i: usize, value: &V) -> Result<(), E> {
-        self(i, value).into_result()
-    }
-}
-
-/// The untransformed sender of `bulk(sndr, shape, f)`.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct Bulk<S, F> {
-    sndr: S,
-    shape: usize,
-    f: F,
-    grain: Grain,
-}
+pub use grain::Grain;
+pub use hook::{
+    Bulk, BulkChunked, BulkChunkedFn, BulkChunksMut, BulkChunksMutFn, BulkEach, BulkEachFn, BulkFn, BulkOutcome,
+    BulkUnchunked,
+};
 
 impl<S, F> Bulk<S, F> {
-    /// Builds the untransformed sender. Prefer [`SenderExt::bulk`](crate::SenderExt::bulk).
-    pub fn new(sndr: S, shape: usize, f: F) -> Self {
-        Bulk { sndr, shape, f, grain: Grain::new() }
-    }
-    /// The same sender with the bounds `grain` on its chunks.
-    pub fn with_grain(self, grain: Grain) -> Self {
-        Bulk { grain, ..self }
-    }
-    /// The bounds on its chunks.
-    pub fn grain(&self) -> Grain {
-        self.grain
-    }
-    /// The predecessor, the shape and the function.
-    pub fn into_parts(self) -> (S, usize, F) {
-        (self.sndr, self.shape, self.f)
-    }
     /// The default, sequential implementation.
     pub fn lower(self) -> BulkImpl<S, F> {
         BulkImpl { sndr: self.sndr, shape: self.shape, f: self.f }
@@ -345,31 +184,6 @@ pub(crate) fn bulk<S: Sender, F: BulkFn<S::Value, S::Error>>(
     <S::Domain as MaybeDomain>::early_bulk(Bulk::new(sndr, shape, f).with_grain(grain))
 }
 
-/// A `bulk_chunked` function: `f(begin, end, &value)` runs the indices `begin..end`.
-/// Implemented for every `Fn(usize, usize, &V) -> O` where `O` is `()` or
-/// `Result<(), E>`.
-pub trait BulkChunkedFn<V, E> {
-    /// Runs the chunk `begin..end`.
-    fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E>;
-
-    /// Runs the chunk `begin..end` on the calling thread, and may end it early, before
-    /// an index, once `token` is stopped: it then returns `Ok(false)`. By default one
-    /// [`call`](Self::call), which never ends early; [`EachIndex`] (a `bulk`'s function
-    /// lowered to `bulk_chunked`) looks at the token every 64 indices, as the default
-    /// `bulk` does. The default `bulk_chunked` runs its one chunk through this.
-    fn call_stoppable(&self, begin: usize, end: usize, value: &V, token: &StopToken<'_>) -> Result<bool, E> {
-        let _ = token;
-        self.call(begin, end, value).map(|()| true)
-    }
-}
-
-impl<V, E, O: BulkOutcome<E>, F: Fn(usize, usize, &V) -> O> BulkChunkedFn<V, E> for F {
-    #[inline]
-    fn call(&self, begin: usize, end: usize, value: &V) -> Result<(), E> {
-        self(begin, end, value).into_result()
-    }
-}
-
 /// The function of a `bulk` lowered to `bulk_chunked` ([`Bulk::into_chunked`]): runs the
 /// `bulk`'s `f(i, &value)` for each index `i` of its chunk, in order, stopping at the
 /// first error.
@@ -392,33 +206,7 @@ impl<V, E, F: BulkFn<V, E>> BulkChunkedFn<V, E> for EachIndex<F> {
     }
 }
 
-/// The untransformed sender of `bulk_chunked(sndr, shape, f)` (P3481).
-#[must_use = "senders do nothing unless connected and started"]
-pub struct BulkChunked<S, F> {
-    sndr: S,
-    shape: usize,
-    f: F,
-    grain: Grain,
-}
-
 impl<S, F> BulkChunked<S, F> {
-    /// Builds the untransformed sender. Prefer
-    /// [`SenderExt::bulk_chunked`](crate::SenderExt::bulk_chunked).
-    pub fn new(sndr: S, shape: usize, f: F) -> Self {
-        BulkChunked { sndr, shape, f, grain: Grain::new() }
-    }
-    /// The same sender with the bounds `grain` on its chunks.
-    pub fn with_grain(self, grain: Grain) -> Self {
-        BulkChunked { grain, ..self }
-    }
-    /// The bounds on its chunks.
-    pub fn grain(&self) -> Grain {
-        self.grain
-    }
-    /// The predecessor, the shape and the function.
-    pub fn into_parts(self) -> (S, usize, F) {
-        (self.sndr, self.shape, self.f)
-    }
     /// The default implementation: one call, `f(0, shape, &value)`, or calls of at most
     /// the grain's `max_len`, in order.
     pub fn lower(self) -> BulkChunkedImpl<S, F> {
@@ -524,25 +312,7 @@ impl<V, E, F: BulkChunkedFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkChu
     }
 }
 
-/// The untransformed sender of `bulk_unchunked(sndr, shape, f)` (P3481): every index may
-/// run on an execution agent of its own.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct BulkUnchunked<S, F> {
-    sndr: S,
-    shape: usize,
-    f: F,
-}
-
 impl<S, F> BulkUnchunked<S, F> {
-    /// Builds the untransformed sender. Prefer
-    /// [`SenderExt::bulk_unchunked`](crate::SenderExt::bulk_unchunked).
-    pub fn new(sndr: S, shape: usize, f: F) -> Self {
-        BulkUnchunked { sndr, shape, f }
-    }
-    /// The predecessor, the shape and the function.
-    pub fn into_parts(self) -> (S, usize, F) {
-        (self.sndr, self.shape, self.f)
-    }
     /// The default implementation: the indices in order, as the default `bulk` (the one
     /// execution agent there is).
     pub fn lower(self) -> BulkImpl<S, F> {
@@ -615,48 +385,7 @@ fn forward_panic<F, V, E, R: Receiver<V, E>>(f: F, rcvr: R, panic: Panic) {
     rcvr.set_panic(panic)
 }
 
-/// A function `bulk_each` applies to every element: implemented for every
-/// `Fn(usize, &mut T) -> O` where `O` is `()` or `Result<(), E>`.
-pub trait BulkEachFn<T, E> {
-    /// Runs the iteration for element `i`.
-    fn call(&self, i: usize, item: &mut T) -> Result<(), E>;
-}
-
-impl<T, E, O: BulkOutcome<E>, F: Fn(usize, &mut T) -> O> BulkEachFn<T, E> for F {
-    #[inline]
-    fn call(&self, i: usize, item: &mut T) -> Result<(), E> {
-        self(i, item).into_result()
-    }
-}
-
-/// The untransformed sender of `bulk_each(sndr, f)`: `f(i, &mut value[i])` for every
-/// element of the value's slice, then the value.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct BulkEach<S, T, F> {
-    sndr: S,
-    f: F,
-    grain: Grain,
-    _t: PhantomData<fn(&mut T)>,
-}
-
 impl<S, T, F> BulkEach<S, T, F> {
-    /// Builds the untransformed sender. Prefer
-    /// [`SenderExt::bulk_each`](crate::SenderExt::bulk_each).
-    pub fn new(sndr: S, f: F) -> Self {
-        BulkEach { sndr, f, grain: Grain::new(), _t: PhantomData }
-    }
-    /// The same sender with the bounds `grain` on its chunks.
-    pub fn with_grain(self, grain: Grain) -> Self {
-        BulkEach { grain, ..self }
-    }
-    /// The bounds on its chunks.
-    pub fn grain(&self) -> Grain {
-        self.grain
-    }
-    /// The predecessor and the function.
-    pub fn into_parts(self) -> (S, F) {
-        (self.sndr, self.f)
-    }
     /// The default, sequential implementation.
     pub fn lower(self) -> BulkEachImpl<S, T, F> {
         BulkEachImpl { sndr: self.sndr, f: self.f, _t: PhantomData }
@@ -752,62 +481,12 @@ where
     <S::Domain as MaybeDomain>::early_bulk_each(BulkEach::new(sndr, f).with_grain(grain))
 }
 
-/// A function `bulk_chunks_mut` applies to every chunk: implemented for every
-/// `Fn(usize, &mut [T]) -> O` where `O` is `()` or `Result<(), E>`. It gets the chunk's
-/// index `c` and the elements `c * chunk_len ..`, at most `chunk_len` of them.
-pub trait BulkChunksMutFn<T, E> {
-    /// Runs the iteration for chunk `c`.
-    fn call(&self, c: usize, chunk: &mut [T]) -> Result<(), E>;
-}
-
-impl<T, E, O: BulkOutcome<E>, F: Fn(usize, &mut [T]) -> O> BulkChunksMutFn<T, E> for F {
-    #[inline]
-    fn call(&self, c: usize, chunk: &mut [T]) -> Result<(), E> {
-        self(c, chunk).into_result()
-    }
-}
-
 /// The number of chunks of `chunk_len` elements (the last may be shorter) in `len`.
 pub(crate) fn chunk_count(len: usize, chunk_len: usize) -> usize {
     len.div_ceil(chunk_len)
 }
 
-/// The untransformed sender of `bulk_chunks_mut(sndr, chunk_len, f)`: `f(c, chunk)` for
-/// every chunk of `chunk_len` elements of the value's slice (the last may be shorter),
-/// then the value. Rayon's `par_chunks_mut(chunk_len).enumerate().for_each(..)`.
-#[must_use = "senders do nothing unless connected and started"]
-pub struct BulkChunksMut<S, T, F> {
-    sndr: S,
-    chunk_len: usize,
-    f: F,
-    grain: Grain,
-    _t: PhantomData<fn(&mut T)>,
-}
-
 impl<S, T, F> BulkChunksMut<S, T, F> {
-    /// Builds the untransformed sender. Prefer
-    /// [`SenderExt::bulk_chunks_mut`](crate::SenderExt::bulk_chunks_mut).
-    ///
-    /// # Panics
-    ///
-    /// If `chunk_len` is zero.
-    #[track_caller]
-    pub fn new(sndr: S, chunk_len: usize, f: F) -> Self {
-        assert!(chunk_len > 0, "bulk_chunks_mut: chunk_len is zero");
-        BulkChunksMut { sndr, chunk_len, f, grain: Grain::new(), _t: PhantomData }
-    }
-    /// The same sender with the bounds `grain` on its pieces, counted in chunks.
-    pub fn with_grain(self, grain: Grain) -> Self {
-        BulkChunksMut { grain, ..self }
-    }
-    /// The bounds on its pieces, counted in chunks.
-    pub fn grain(&self) -> Grain {
-        self.grain
-    }
-    /// The predecessor, the chunk length and the function.
-    pub fn into_parts(self) -> (S, usize, F) {
-        (self.sndr, self.chunk_len, self.f)
-    }
     /// The default, sequential implementation.
     pub fn lower(self) -> BulkChunksMutImpl<S, T, F> {
         BulkChunksMutImpl { sndr: self.sndr, chunk_len: self.chunk_len, f: self.f, _t: PhantomData }

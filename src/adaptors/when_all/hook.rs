@@ -1,0 +1,62 @@
+//! What [`Domain::transform_when_all`](crate::Domain::transform_when_all) takes: the
+//! untransformed sender [`WhenAll`], plain data, and [`SenderTuple`], the children it can
+//! run. The sender's `impl Sender` and its default lowering are in `mod.rs`.
+
+use crate::domain::MaybeDomain;
+use crate::panic::Panic;
+
+/// The children `when_all` can run: tuples of up to twelve senders that share one error
+/// type and one domain (the empty tuple included), and a `Vec` of senders of one type
+/// (a number of children known only at run time).
+pub trait SenderTuple: Sized {
+    /// The children's values: a tuple for a tuple, a `Vec` for a `Vec`.
+    type Values;
+    /// One [`ValueCell`](super::ValueCell) per child value.
+    type ValueCells;
+    /// The shared error type.
+    type Error;
+    /// Whether some child may complete stopped.
+    const SENDS_STOPPED: bool;
+    /// The children's common domain.
+    type Domain: MaybeDomain;
+    /// The number of children.
+    fn len(&self) -> usize;
+    /// Whether there is no child.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Empty cells for `len` children.
+    fn empty_cells(len: usize) -> Self::ValueCells;
+    /// The values, once every cell is filled.
+    ///
+    /// # Safety
+    ///
+    /// Every child has delivered its value and arrived.
+    unsafe fn take_values(cells: &Self::ValueCells) -> Self::Values;
+    /// Drops the values the children delivered, when the operation does not deliver
+    /// them (a child failed or stopped): each one, even if an earlier `Drop` panicked.
+    /// Returns the first such panic.
+    ///
+    /// # Safety
+    ///
+    /// Every child has arrived.
+    unsafe fn drop_values(cells: &Self::ValueCells) -> Result<(), Panic>;
+}
+
+/// The untransformed sender of [`when_all`](super::when_all).
+#[must_use = "senders do nothing unless connected and started"]
+pub struct WhenAll<C> {
+    pub(super) children: C,
+}
+
+impl<C> WhenAll<C> {
+    /// Builds the untransformed sender. Prefer [`when_all`](super::when_all), which also applies early
+    /// customization.
+    pub fn new(children: C) -> Self {
+        WhenAll { children }
+    }
+    /// The children.
+    pub fn into_parts(self) -> C {
+        self.children
+    }
+}
