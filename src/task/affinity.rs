@@ -1,5 +1,5 @@
-//! Scheduler affinity: where a task resumes, what a child task inherits, and
-//! `change_scheduler`.
+//! Scheduler affinity: the scheduler a task resumes on (`TaskHome`), the hop onto it
+//! (`TaskHop`), and `change_scheduler`.
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -15,35 +15,9 @@ use crate::sender::SenderTo;
 use super::scheduler::{self, ErasedScheduleReceiver, Scheduled, TaskScheduler};
 use super::state::{CURRENT, TaskCtx};
 
-/// Where a task resumes, in a form its awaited child tasks can inherit without touching
-/// a reference count: the root task's own scheduler (owned by the root's operation),
-/// asked through two functions. A child task finds its parent's through its receiver's
-/// environment (a crate-private query, [`HomeKey`]), so nested tasks never materialize
-/// an erased scheduler to decide where to resume.
-#[derive(Clone, Copy)]
-pub(crate) struct HomeInfo {
-    /// The root task's operation.
-    pub(super) data: *const (),
-    /// Whether the calling thread runs on the root's scheduler.
-    pub(super) here: unsafe fn(*const ()) -> bool,
-    /// Resumes `ctx` (a task inheriting this home) on the root's scheduler.
-    pub(super) hop: unsafe fn(*const (), *const TaskCtx),
-}
-
-// SAFETY: the root task's operation (which `data` points to) outlives every task that
-// inherits its home: they run as operations awaited inside it, and use the home only
-// before they complete. Its scheduler is `Sync`.
-unsafe impl Send for HomeInfo {}
-// SAFETY: as above.
-unsafe impl Sync for HomeInfo {}
-
-/// The key of the crate-private query by which a child task finds its parent's
-/// [`HomeInfo`] in its environment.
-pub(crate) struct HomeKey;
-
 /// Moves the running task onto `sch` (P3552 `change_coroutine_scheduler`): the task
 /// resumes there, now and after every later await. Resolves to the previous scheduler.
-/// Must be awaited inside a [`Task`].
+/// Must be awaited inside a [`Task`](crate::Task).
 ///
 /// ```
 /// use senders::{SingleThreadContext, Task, change_scheduler, sync_wait};

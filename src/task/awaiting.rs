@@ -17,30 +17,13 @@ use crate::sender::{Awaitable, OperationState, Sender, SenderTo};
 use crate::stop::StopToken;
 use crate::sync::Ordering;
 
-use super::affinity::HomeKey;
 use super::scheduler::TaskScheduler;
-use super::state::{CURRENT, TaskCtx};
+use super::state::{AwaitNode, CURRENT, DROP_ONLY, HomeKey, TaskCtx};
 
-/// A registered awaited operation, linked in the task's pending list.
-#[repr(C)]
-pub(crate) struct AwaitNode {
-    pub(super) next: *mut AwaitNode,
-    /// Starts the operation of the `Awaited` this node heads.
-    pub(super) start: unsafe fn(*mut AwaitNode),
-    /// The task it is registered with, until started or discarded; then [`DROP_ONLY`]
-    /// if the operation is to be dropped with the `Awaited`, null otherwise.
-    pub(super) ctx: *const TaskCtx,
-}
-
-/// `AwaitNode::ctx` of a node no longer registered whose operation is to be dropped: the
-/// drop of an `Awaited` reads that one word, so that the common await (a `just`, whose
-/// operation has nothing to drop) pays no more than that.
-pub(super) const DROP_ONLY: *const TaskCtx = ptr::without_provenance(1);
-
-/// A sender being awaited inside a [`Task`]: what `.await` on a sender makes.
+/// A sender being awaited inside a [`Task`](crate::Task): what `.await` on a sender makes.
 ///
 /// It resolves to `Ok(value)` or `Err(error)`; a stopped or panicking sender completes the
-/// task instead (the future is not resumed). It must be polled by a [`Task`]: polled
+/// task instead (the future is not resumed). It must be polled by a [`Task`](crate::Task): polled
 /// elsewhere it panics (use [`into_awaitable`](crate::into_awaitable()) for other
 /// executors).
 ///
@@ -118,6 +101,7 @@ impl OpStorage {
     /// # Safety
     ///
     /// The storage is pinned (it never moves again) and holds no operation.
+    #[inline]
     unsafe fn connect<Op>(&mut self, connect: impl FnOnce() -> Op) {
         if Self::inline::<Op>() {
             // SAFETY: the room fits an `Op`; it is written straight there and never
@@ -217,7 +201,7 @@ where
 {
 }
 
-/// Awaits `sndr` inside a [`Task`]. `.await` on the crate's senders does this; use it for
+/// Awaits `sndr` inside a [`Task`](crate::Task). `.await` on the crate's senders does this; use it for
 /// senders of other crates (or call [`SenderExt::awaited`](crate::SenderExt::awaited)).
 ///
 /// ```
@@ -262,6 +246,7 @@ where
 {
     type Output = Result<S::Value, S::Error>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: the operation stays pinned in place; only `Option`s are taken.
         let this = unsafe { self.get_unchecked_mut() };

@@ -16,12 +16,10 @@ use crate::sender::{OperationState, SenderTo};
 use crate::stop::StopToken;
 use crate::sync::{Ordering, lock};
 
-use super::Task;
-use super::affinity::{HomeInfo, HomeKey, TaskHome, TaskHop};
-use super::awaiting::DROP_ONLY;
-use super::frame::Header;
+use super::affinity::{TaskHome, TaskHop};
+use super::frame::{Header, Task};
 use super::scheduler::{Scheduled, TaskScheduler};
-use super::state::{CURRENT, CtxVTable, RAW_VTABLE, TaskCtx};
+use super::state::{CURRENT, CtxVTable, DROP_ONLY, HomeInfo, HomeKey, RAW_VTABLE, TaskCtx};
 
 type HomeOf<R, T, E> = <<R as Receiver<T, E>>::Env as Env>::Scheduler;
 type HopOp<R, T, E> = <HomeOf<R, T, E> as HopTo<TaskHop>>::Op;

@@ -1,5 +1,5 @@
-//! The context awaited senders reach: the state word, the registered awaits, the
-//! wakers.
+//! The context awaited senders reach: the state word, the registered awaits' list,
+//! where the task resumes, the wakers.
 
 use std::any::{Any, TypeId};
 use std::cell::{Cell, UnsafeCell};
@@ -10,8 +10,6 @@ use crate::panic::Panic;
 use crate::stop::StopToken;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 
-use super::affinity::HomeInfo;
-use super::awaiting::AwaitNode;
 use super::scheduler::TaskScheduler;
 
 const RUNNING: usize = 1;
@@ -203,6 +201,48 @@ impl TaskCtx {
         }
     }
 }
+
+/// Where a task resumes, in a form its awaited child tasks can inherit without touching
+/// a reference count: the root task's own scheduler (owned by the root's operation),
+/// asked through two functions. A child task finds its parent's through its receiver's
+/// environment (a crate-private query, [`HomeKey`]), so nested tasks never materialize
+/// an erased scheduler to decide where to resume.
+#[derive(Clone, Copy)]
+pub(crate) struct HomeInfo {
+    /// The root task's operation.
+    pub(super) data: *const (),
+    /// Whether the calling thread runs on the root's scheduler.
+    pub(super) here: unsafe fn(*const ()) -> bool,
+    /// Resumes `ctx` (a task inheriting this home) on the root's scheduler.
+    pub(super) hop: unsafe fn(*const (), *const TaskCtx),
+}
+
+// SAFETY: the root task's operation (which `data` points to) outlives every task that
+// inherits its home: they run as operations awaited inside it, and use the home only
+// before they complete. Its scheduler is `Sync`.
+unsafe impl Send for HomeInfo {}
+// SAFETY: as above.
+unsafe impl Sync for HomeInfo {}
+
+/// The key of the crate-private query by which a child task finds its parent's
+/// [`HomeInfo`] in its environment.
+pub(crate) struct HomeKey;
+
+/// A registered awaited operation, linked in the task's pending list.
+#[repr(C)]
+pub(crate) struct AwaitNode {
+    pub(super) next: *mut AwaitNode,
+    /// Starts the operation of the `Awaited` this node heads.
+    pub(super) start: unsafe fn(*mut AwaitNode),
+    /// The task it is registered with, until started or discarded; then [`DROP_ONLY`]
+    /// if the operation is to be dropped with the `Awaited`, null otherwise.
+    pub(super) ctx: *const TaskCtx,
+}
+
+/// `AwaitNode::ctx` of a node no longer registered whose operation is to be dropped: the
+/// drop of an `Awaited` reads that one word, so that the common await (a `just`, whose
+/// operation has nothing to drop) pays no more than that.
+pub(super) const DROP_ONLY: *const TaskCtx = ptr::without_provenance(1);
 
 /// What clones of the task's waker hold: the task while it lives.
 pub(super) struct WakeHandle {
