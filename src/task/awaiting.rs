@@ -23,9 +23,9 @@ use super::state::{AwaitNode, CURRENT, DROP_ONLY, HomeKey, TaskCtx};
 /// A sender being awaited inside a [`Task`](crate::Task): what `.await` on a sender makes.
 ///
 /// It resolves to `Ok(value)` or `Err(error)`; a stopped or panicking sender completes the
-/// task instead (the future is not resumed). It must be polled by a [`Task`](crate::Task): polled
-/// elsewhere it panics (use [`into_awaitable`](crate::into_awaitable()) for other
-/// executors).
+/// task instead (the future is not resumed). It must be polled by a
+/// [`Task`](crate::Task): polled elsewhere it panics (use
+/// [`into_awaitable`](crate::into_awaitable()) for other executors).
 ///
 /// Its type asks only `S: Sender`, and its operation is stored without its type (the
 /// typed code is in the functions `poll` and the task's start call): an `async` block
@@ -201,8 +201,9 @@ where
 {
 }
 
-/// Awaits `sndr` inside a [`Task`](crate::Task). `.await` on the crate's senders does this; use it for
-/// senders of other crates (or call [`SenderExt::awaited`](crate::SenderExt::awaited)).
+/// Awaits `sndr` inside a [`Task`](crate::Task). `.await` on the crate's senders does
+/// this; use it for senders of other crates (or call
+/// [`SenderExt::awaited`](crate::SenderExt::awaited)).
 ///
 /// ```
 /// use senders::{Task, awaited, just, sync_wait};

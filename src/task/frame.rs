@@ -90,8 +90,8 @@ unsafe fn drop_frame<T, E, F>(h: NonNull<Header<T, E>>) {
 /// The task resumes on the scheduler of its receiver's environment (scheduler affinity),
 /// without rescheduling when an awaited sender completes there already; without a
 /// scheduler, or with [`InlineScheduler`](crate::InlineScheduler), it resumes inline.
-/// [`change_scheduler`](crate::change_scheduler) moves it. A loop of awaits that complete inline runs in constant
-/// stack. If that scheduler panics while the task resumes (in `is_current`, `schedule`
+/// [`change_scheduler`](crate::change_scheduler) moves it. A loop of awaits that complete
+/// inline runs in constant stack. If that scheduler panics while the task resumes (in `is_current`, `schedule`
 /// or its sender's `connect`), the task completes with the panic instead of resuming.
 /// A task is awaited (or started) by value, so it runs at most once: a second `.await`
 /// does not compile.
