@@ -17,16 +17,17 @@ impl WorkerThread {
         CURRENT.with(Cell::get)
     }
 
-    /// Runs work on this worker until `done()`: what `run_local` runs first (the waiting
-    /// run loop's work; it returns whether it ran something), then the jobs
+    /// Runs work on this worker until `done()`: what `run_local` runs first (the
+    /// waiting run loop's work; it returns whether it ran something), then the jobs
     /// [`find_work`](Self::find_work) finds (this worker's latent forks and deque, the
     /// injector, the lanes, the other workers; outside work first at one look in
     /// `OUTSIDE_INTERVAL`, as in the worker loop, counted across nested waits). With
     /// nothing to run it looks again for `SPIN_ROUNDS` rounds, then sleeps through the
-    /// pool's sleep protocol, whose re-check also reads `pending()`: a push anywhere in the pool wakes it as it wakes any
-    /// sleeper, and whoever makes `pending()` true from another thread (`done()` implies
-    /// it) wakes it with [`WakeWorker`] after doing so. Unlike the worker loop, it does
-    /// not stop when the pool terminates: it returns once `done()`, whatever else runs.
+    /// pool's sleep protocol, whose re-check also reads `pending()`: a push anywhere in
+    /// the pool wakes it as it wakes any sleeper, and whoever makes `pending()` true
+    /// from another thread (`done()` implies it) wakes it with [`WakeWorker`] after
+    /// doing so. Unlike the worker loop, it does not stop when the pool terminates: it
+    /// returns once `done()`, whatever else runs.
     ///
     /// A job that unwinds here aborts the process, as in the worker loop.
     pub(crate) fn wait_until(
