@@ -83,7 +83,7 @@
 //! | `src/sync.rs` | the one sync facade: std's atomics and locks, loom's under `--cfg loom` |
 //! | `src/job.rs` | `JobRef` and [`SpawnedOp`](crate::scope::SpawnedOp): the one type-erased "run this, once" |
 //! | `src/panic.rs` | [`Panic`], catching user panics, the abort guard of code that must not unwind |
-//! | `src/block.rs` | heap blocks recycled per thread, for everything allocated while work runs |
+//! | `src/block/` | heap blocks recycled per thread, for everything allocated while work runs; `BlockSlice` and `BlockVec` in them |
 //! | `src/blocking.rs` | what a thread does before it blocks (a pool worker hands out its latent forks) |
 //! | `src/inplace.rs` | `InPlace`: an optional value built where it lives |
 //! | `src/stop/` | in-place stop tokens, callbacks, merged sources, and the forwarder of stop requests |

@@ -22,11 +22,11 @@ pub(crate) use std::thread;
 /// lazy-initialization check on access, or under loom one per model thread (loom runs
 /// every thread of a model on one OS thread).
 macro_rules! const_thread_local {
-    ($($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;)+) => {
+    ($($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr;)+) => {
         #[cfg(not(loom))]
-        std::thread_local! { $($(#[$attr])* static $name: $t = const { $init };)+ }
+        std::thread_local! { $($(#[$attr])* $vis static $name: $t = const { $init };)+ }
         #[cfg(loom)]
-        loom::thread_local! { $($(#[$attr])* static $name: $t = $init;)+ }
+        loom::thread_local! { $($(#[$attr])* $vis static $name: $t = $init;)+ }
     };
 }
 pub(crate) use const_thread_local;

@@ -7,8 +7,8 @@
 # the scope counter (src/scope/counter.rs), the spawn_future race
 # (src/scope/future.rs), let_async_scope's error, panic and stop paths
 # (src/scope/let_scope/loom_tests.rs), the sender-as-future block (src/bridge.rs), the task's
-# state word (src/task/mod.rs), the run loop with sync_wait's finisher
-# (src/schedulers/run_loop.rs), and the timer service's fire/cancel and insert/cancel
+# state word (src/task/state.rs), the run loop with sync_wait's finisher
+# (src/schedulers/run_loop/loom_tests.rs), and the timer service's fire/cancel and insert/cancel
 # races and its sleep/wake protocol (src/time/tests.rs). loom_pool also models the
 # pool's when_all join.
 #

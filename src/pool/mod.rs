@@ -8,6 +8,7 @@
 //! | `domain.rs` | [`PoolDomain`]: the bulk algorithms, fork-join `when_all`, the `spawn` hook |
 //! | `bulk.rs` | the bulk algorithms in parallel: kernels, adaptive splitting, completion |
 //! | `registry.rs` | the shared state (queues, sleep, shutdown), the worker loop, and `RegistryRef`, the handle that keeps it alive |
+//! | `wait.rs` | waiting by working: `sync_wait` on a worker runs the pool's jobs until its value comes, and `WakeWorker` wakes it |
 //! | `refs.rs` | the registry's reference count, sharded per worker |
 //! | `lane.rs` | deques of their own for outside threads that submit |
 //! | `latent.rs` | a worker's latent forks: held privately, published when another worker is hungry |
@@ -56,6 +57,7 @@ mod sleep;
 #[cfg(all(test, not(loom)))]
 mod tests;
 mod thread_pool;
+mod wait;
 
 pub use bulk::{
     BulkChunkedKernel, BulkChunksMutKernel, BulkEachKernel, BulkKernel, BulkUnchunkedKernel, Kernel, PoolBulk,
@@ -64,7 +66,8 @@ pub use bulk::{
 pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
-pub(crate) use registry::{WakeWorker, WorkerThread};
+pub(crate) use registry::WorkerThread;
+pub(crate) use wait::WakeWorker;
 
 pub use scheduler::{PoolOp, PoolScheduler, PoolSender};
 pub use thread_pool::{BuildError, DEFAULT_STACK_SIZE, PoolBuilder, StaticThreadPool};
