@@ -2,7 +2,7 @@
 //!
 //! An [`AnySender<'a, V, E, Sch>`](AnySender) completes with a value `V`, an error `E`,
 //! stopped, or a panic, whatever the sender inside. It is one heap block from the
-//! per-thread recycler (`src/block.rs`), made when the sender is erased: the erased
+//! per-thread recycler (`src/block/`), made when the sender is erased: the erased
 //! receiver type ([`AnyReceiver`]) is fixed, so the inner operation's type is known then,
 //! and the block holds the sender and later, in the same place, its operation. Connecting
 //! allocates nothing; the block is freed when the `AnySender`, or its operation, is dropped.
