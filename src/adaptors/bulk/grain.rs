@@ -47,11 +47,23 @@ impl Default for Grain {
 
 impl Grain {
     /// No bounds: chunks of at least one index, as long as the domain likes.
+    ///
+    /// ```
+    /// use senders::Grain;
+    /// assert_eq!((Grain::new().min(), Grain::new().max()), (1, None));
+    /// assert_eq!(Grain::new(), Grain::default());
+    /// ```
     pub const fn new() -> Self {
         Grain { min: 1, max: usize::MAX }
     }
 
     /// Pieces of at least `n` indices (rayon's `with_min_len`); `0` means no minimum.
+    ///
+    /// ```
+    /// use senders::Grain;
+    /// assert_eq!(Grain::new().min_len(64).min(), 64);
+    /// assert_eq!(Grain::new().min_len(0).min(), 1, "no minimum: a piece of at least one index");
+    /// ```
     ///
     /// # Panics
     ///
@@ -65,6 +77,17 @@ impl Grain {
 
     /// Chunks of at most `n` indices (rayon's `with_max_len`).
     ///
+    /// ```
+    /// use senders::{Grain, SenderExt, just, sync_wait};
+    /// use std::sync::Mutex;
+    /// assert_eq!(Grain::new().max_len(4).max(), Some(4));
+    /// // The default `bulk_chunked` cuts its one call into calls of at most `max_len`.
+    /// let calls = sync_wait(just(Mutex::new(vec![])).bulk_chunked_with(Grain::new().max_len(4), 10, |b, e, c: &Mutex<Vec<_>>| {
+    ///     c.lock().unwrap().push((b, e));
+    /// }));
+    /// assert_eq!(calls.unwrap().unwrap().into_inner().unwrap(), [(0, 4), (4, 8), (8, 10)]);
+    /// ```
+    ///
     /// # Panics
     ///
     /// If `n` is zero, or less than a `min_len` given before.
@@ -76,11 +99,22 @@ impl Grain {
     }
 
     /// The least length of a piece (at least one).
+    ///
+    /// ```
+    /// use senders::Grain;
+    /// assert_eq!(Grain::new().min_len(8).max_len(16).min(), 8);
+    /// ```
     pub const fn min(&self) -> usize {
         self.min
     }
 
     /// The greatest length of a chunk, if bounded.
+    ///
+    /// ```
+    /// use senders::Grain;
+    /// assert_eq!(Grain::new().max(), None);
+    /// assert_eq!(Grain::new().max_len(16).max(), Some(16));
+    /// ```
     pub const fn max(&self) -> Option<usize> {
         if self.max == usize::MAX { None } else { Some(self.max) }
     }

@@ -43,6 +43,15 @@ pub use hook::{
 
 impl<S, F> Bulk<S, F> {
     /// The default, sequential implementation.
+    ///
+    /// ```
+    /// use senders::adaptors::Bulk;
+    /// use senders::{Grain, just, sync_wait};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let add = |i: usize, sum: &AtomicUsize| { sum.fetch_add(i, Ordering::Relaxed); };
+    /// let lowered = Bulk::new(just(AtomicUsize::new(0)), 4, add).lower();
+    /// assert_eq!(sync_wait(lowered).unwrap().unwrap().into_inner(), 6);
+    /// ```
     pub fn lower(self) -> BulkImpl<S, F> {
         BulkImpl { sndr: self.sndr, shape: self.shape, f: self.f }
     }
@@ -50,6 +59,15 @@ impl<S, F> Bulk<S, F> {
     /// `f` for each index of its chunk, in order. The default `transform_bulk`
     /// ([`default_transforms!`](crate::default_transforms)) transforms this with the
     /// domain's `transform_bulk_chunked`.
+    ///
+    /// ```
+    /// use senders::adaptors::Bulk;
+    /// use senders::{Grain, just, sync_wait};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let add = |i: usize, sum: &AtomicUsize| { sum.fetch_add(i, Ordering::Relaxed); };
+    /// let chunked = Bulk::new(just(AtomicUsize::new(0)), 4, add).into_chunked();
+    /// assert_eq!(sync_wait(chunked).unwrap().unwrap().into_inner(), 6);
+    /// ```
     pub fn into_chunked(self) -> BulkChunked<S, EachIndex<F>> {
         BulkChunked { sndr: self.sndr, shape: self.shape, f: EachIndex(self.f), grain: self.grain }
     }
@@ -209,6 +227,15 @@ impl<V, E, F: BulkFn<V, E>> BulkChunkedFn<V, E> for EachIndex<F> {
 impl<S, F> BulkChunked<S, F> {
     /// The default implementation: one call, `f(0, shape, &value)`, or calls of at most
     /// the grain's `max_len`, in order.
+    ///
+    /// ```
+    /// use senders::adaptors::BulkChunked;
+    /// use senders::{Grain, just, sync_wait};
+    /// use std::sync::Mutex;
+    /// let record = |b: usize, e: usize, calls: &Mutex<Vec<(usize, usize)>>| calls.lock().unwrap().push((b, e));
+    /// let lowered = BulkChunked::new(just(Mutex::<Vec<(usize, usize)>>::new(vec![])), 10, record).lower();
+    /// assert_eq!(sync_wait(lowered).unwrap().unwrap().into_inner().unwrap(), [(0, 10)]);
+    /// ```
     pub fn lower(self) -> BulkChunkedImpl<S, F> {
         BulkChunkedImpl { sndr: self.sndr, shape: self.shape, f: self.f, grain: self.grain }
     }
@@ -315,6 +342,15 @@ impl<V, E, F: BulkChunkedFn<V, E>, R: Receiver<V, E>> Receiver<V, E> for BulkChu
 impl<S, F> BulkUnchunked<S, F> {
     /// The default implementation: the indices in order, as the default `bulk` (the one
     /// execution agent there is).
+    ///
+    /// ```
+    /// use senders::adaptors::BulkUnchunked;
+    /// use senders::{just, sync_wait};
+    /// use std::sync::Mutex;
+    /// let record = |i: usize, seen: &Mutex<Vec<usize>>| seen.lock().unwrap().push(i);
+    /// let lowered = BulkUnchunked::new(just(Mutex::<Vec<usize>>::new(vec![])), 3, record).lower();
+    /// assert_eq!(sync_wait(lowered).unwrap().unwrap().into_inner().unwrap(), [0, 1, 2], "in order");
+    /// ```
     pub fn lower(self) -> BulkImpl<S, F> {
         BulkImpl { sndr: self.sndr, shape: self.shape, f: self.f }
     }
@@ -387,6 +423,13 @@ fn forward_panic<F, V, E, R: Receiver<V, E>>(f: F, rcvr: R, panic: Panic) {
 
 impl<S, T, F> BulkEach<S, T, F> {
     /// The default, sequential implementation.
+    ///
+    /// ```
+    /// use senders::adaptors::BulkEach;
+    /// use senders::{Grain, just, sync_wait};
+    /// let add = |i: usize, x: &mut u32| *x += i as u32;
+    /// assert_eq!(sync_wait(BulkEach::<_, u32, _>::new(just(vec![10u32; 3]), add).lower()).unwrap(), Some(vec![10, 11, 12]));
+    /// ```
     pub fn lower(self) -> BulkEachImpl<S, T, F> {
         BulkEachImpl { sndr: self.sndr, f: self.f, _t: PhantomData }
     }
@@ -488,6 +531,13 @@ pub(crate) fn chunk_count(len: usize, chunk_len: usize) -> usize {
 
 impl<S, T, F> BulkChunksMut<S, T, F> {
     /// The default, sequential implementation.
+    ///
+    /// ```
+    /// use senders::adaptors::BulkChunksMut;
+    /// use senders::{Grain, just, sync_wait};
+    /// let fill = |c: usize, chunk: &mut [usize]| chunk.fill(c);
+    /// assert_eq!(sync_wait(BulkChunksMut::<_, usize, _>::new(just(vec![0; 5]), 2, fill).lower()).unwrap(), Some(vec![0, 0, 1, 1, 2]));
+    /// ```
     pub fn lower(self) -> BulkChunksMutImpl<S, T, F> {
         BulkChunksMutImpl { sndr: self.sndr, chunk_len: self.chunk_len, f: self.f, _t: PhantomData }
     }
