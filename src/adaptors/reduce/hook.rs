@@ -41,10 +41,32 @@ pub trait ReduceFns<V> {
     type Acc;
     /// The accumulator of no index: `combine(identity(), a)` and `combine(a, identity())`
     /// are `a`.
+    ///
+    /// ```
+    /// use senders::adaptors::{FoldReduce, ReduceFns};
+    /// let sum = FoldReduce::new(|| 0, |acc, b, e, v: &Vec<i32>| acc + v[b..e].iter().sum::<i32>(), |l, r| l + r);
+    /// let v = vec![1, 2, 3, 4];
+    /// assert_eq!(sum.identity(), 0);
+    /// ```
     fn identity(&self) -> Self::Acc;
     /// Folds the indices `begin..end`, in order, into `acc`.
+    ///
+    /// ```
+    /// use senders::adaptors::{FoldReduce, ReduceFns};
+    /// let sum = FoldReduce::new(|| 0, |acc, b, e, v: &Vec<i32>| acc + v[b..e].iter().sum::<i32>(), |l, r| l + r);
+    /// let v = vec![1, 2, 3, 4];
+    /// assert_eq!(sum.fold(10, 1, 3, &v), 10 + 2 + 3);
+    /// ```
     fn fold(&self, acc: Self::Acc, begin: usize, end: usize, value: &V) -> Self::Acc;
     /// Combines the accumulators of two adjacent ranges, `left` before `right`.
+    ///
+    /// ```
+    /// use senders::adaptors::{FoldReduce, ReduceFns};
+    /// let sum = FoldReduce::new(|| 0, |acc, b, e, v: &Vec<i32>| acc + v[b..e].iter().sum::<i32>(), |l, r| l + r);
+    /// let v = vec![1, 2, 3, 4];
+    /// let (l, r) = (sum.fold(sum.identity(), 0, 2, &v), sum.fold(sum.identity(), 2, 4, &v));
+    /// assert_eq!(ReduceFns::<Vec<i32>>::combine(&sum, l, r), 10);
+    /// ```
     fn combine(&self, left: Self::Acc, right: Self::Acc) -> Self::Acc;
 }
 
@@ -62,18 +84,49 @@ pub struct BulkReduce<S, R> {
 impl<S, R> BulkReduce<S, R> {
     /// Builds the untransformed sender. Prefer
     /// [`SenderExt::bulk_reduce`](crate::SenderExt::bulk_reduce).
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, MapReduce};
+    /// use senders::{Grain, just, sync_wait};
+    /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
+    /// assert_eq!(sync_wait(BulkReduce::new(just(vec![3, 9, 4]), 3, max)).unwrap(), Some(Some(9)));
+    /// ```
     pub fn new(sndr: S, shape: usize, fns: R) -> Self {
         BulkReduce { sndr, shape, fns, grain: Grain::new() }
     }
     /// The same sender with the bounds `grain` on its chunks.
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, MapReduce};
+    /// use senders::{Grain, just, sync_wait};
+    /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
+    /// let r = BulkReduce::new(just(vec![3, 9, 4]), 3, max).with_grain(Grain::new().max_len(1));
+    /// assert_eq!(r.grain().max(), Some(1));
+    /// assert_eq!(sync_wait(r).unwrap(), Some(Some(9)));
+    /// ```
     pub fn with_grain(self, grain: Grain) -> Self {
         BulkReduce { grain, ..self }
     }
     /// The bounds on its chunks.
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, MapReduce};
+    /// use senders::{Grain, just, sync_wait};
+    /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
+    /// assert_eq!(BulkReduce::new(just(vec![3]), 1, max).grain(), Grain::new());
+    /// ```
     pub fn grain(&self) -> Grain {
         self.grain
     }
     /// The predecessor, the shape and the functions.
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, MapReduce};
+    /// use senders::{Grain, just, sync_wait};
+    /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
+    /// let (pred, shape, _max) = BulkReduce::new(just(vec![3, 9, 4]), 3, max).into_parts();
+    /// assert_eq!((sync_wait(pred).unwrap(), shape), (Some(vec![3, 9, 4]), 3));
+    /// ```
     pub fn into_parts(self) -> (S, usize, R) {
         (self.sndr, self.shape, self.fns)
     }

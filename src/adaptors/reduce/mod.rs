@@ -46,6 +46,13 @@ pub struct FoldReduce<I, F, C> {
 
 impl<I, F, C> FoldReduce<I, F, C> {
     /// Bundles the three functions.
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, FoldReduce};
+    /// use senders::{just, sync_wait};
+    /// let fns = FoldReduce::new(|| 0, |acc, b, e, v: &Vec<i32>| acc + v[b..e].iter().sum::<i32>(), |l, r| l + r);
+    /// assert_eq!(sync_wait(BulkReduce::new(just(vec![1, 2, 3]), 3, fns)).unwrap(), Some(6));
+    /// ```
     pub fn new(identity: I, fold: F, combine: C) -> Self {
         FoldReduce { identity, fold, combine }
     }
@@ -82,6 +89,13 @@ pub struct MapReduce<M, C> {
 
 impl<M, C> MapReduce<M, C> {
     /// Bundles the two functions.
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, MapReduce};
+    /// use senders::{just, sync_wait};
+    /// let fns = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
+    /// assert_eq!(sync_wait(BulkReduce::new(just(vec![3, 9, 4]), 3, fns)).unwrap(), Some(Some(9)));
+    /// ```
     pub fn new(map: M, combine: C) -> Self {
         MapReduce { map, combine }
     }
@@ -120,6 +134,15 @@ impl<S, R> BulkReduce<S, R> {
     /// The default implementation: the reduction as `domain`'s `bulk_chunked` of the
     /// same shape and grain (the module's documentation says how), which `domain`
     /// transforms with `env` (`None` for early customization).
+    ///
+    /// ```
+    /// use senders::adaptors::{BulkReduce, MapReduce};
+    /// use senders::{Grain, just, sync_wait};
+    /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
+    /// use senders::{DefaultDomain, EmptyEnv};
+    /// let lowered = BulkReduce::new(just(vec![3, 9, 4]), 3, max).lower_onto(DefaultDomain, None::<&EmptyEnv>);
+    /// assert_eq!(sync_wait(lowered).unwrap(), Some(Some(9)));
+    /// ```
     pub fn lower_onto<D: Domain, E: Env>(self, domain: D, env: Option<&E>) -> ReduceOnChunked<D, S, R>
     where
         S: Sender,

@@ -20,8 +20,21 @@ pub trait SenderTuple: Sized {
     /// The children's common domain.
     type Domain: MaybeDomain;
     /// The number of children.
+    ///
+    /// ```
+    /// use senders::adaptors::SenderTuple;
+    /// use senders::just;
+    /// assert_eq!(SenderTuple::len(&(just(1), just("two"))), 2);
+    /// assert_eq!(SenderTuple::len(&vec![just(1); 3]), 3);
+    /// ```
     fn len(&self) -> usize;
     /// Whether there is no child.
+    ///
+    /// ```
+    /// use senders::adaptors::SenderTuple;
+    /// assert!(SenderTuple::is_empty(&()));
+    /// assert!(!SenderTuple::is_empty(&(senders::just(1),)));
+    /// ```
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -52,10 +65,23 @@ pub struct WhenAll<C> {
 impl<C> WhenAll<C> {
     /// Builds the untransformed sender. Prefer [`when_all`](super::when_all), which also applies early
     /// customization.
+    ///
+    /// ```
+    /// use senders::adaptors::WhenAll;
+    /// use senders::{just, sync_wait};
+    /// assert_eq!(sync_wait(WhenAll::new((just(1), just("a")))).unwrap(), Some((1, "a")));
+    /// ```
     pub fn new(children: C) -> Self {
         WhenAll { children }
     }
     /// The children.
+    ///
+    /// ```
+    /// use senders::adaptors::WhenAll;
+    /// use senders::{just, sync_wait};
+    /// let (a, b) = WhenAll::new((just(1), just(2))).into_parts();
+    /// assert_eq!((sync_wait(a).unwrap(), sync_wait(b).unwrap()), (Some(1), Some(2)));
+    /// ```
     pub fn into_parts(self) -> C {
         self.children
     }

@@ -43,11 +43,24 @@ pub(crate) use tuple::nest;
 
 impl<C> WhenAll<C> {
     /// The default implementation.
+    ///
+    /// ```
+    /// use senders::adaptors::WhenAll;
+    /// use senders::{just, sync_wait};
+    /// assert_eq!(sync_wait(WhenAll::new(vec![just(1), just(2)]).lower()).unwrap(), Some(vec![1, 2]));
+    /// ```
     pub fn lower(self) -> WhenAllImpl<C> {
         self.lower_with()
     }
     /// The default implementation with another way to start the children (a pool
     /// forks them onto its workers).
+    ///
+    /// ```
+    /// use senders::adaptors::{Sequential, WhenAll};
+    /// use senders::{just, sync_wait};
+    /// let lowered = WhenAll::new((just(1), just(2))).lower_with::<Sequential>();
+    /// assert_eq!(sync_wait(lowered).unwrap(), Some((1, 2)));
+    /// ```
     pub fn lower_with<P: StartPolicy>(self) -> WhenAllImpl<C, P> {
         WhenAllImpl { children: self.children, _p: PhantomData }
     }
