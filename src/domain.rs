@@ -199,6 +199,27 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
 
     /// `apply_sender(domain, spawn, sndr)`: starts a spawned operation. The default
     /// starts it inline on the calling thread.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use senders::scope::SpawnedOp;
+    /// use senders::{Domain, Scheduler, SenderExt, SimpleCountingScope, SingleThreadContext, default_transforms, spawn, sync_wait};
+    /// static SPAWNED: AtomicUsize = AtomicUsize::new(0);
+    /// #[derive(Clone, Copy, Default)]
+    /// struct Counted;
+    /// impl Domain for Counted {
+    ///     default_transforms!(except apply_spawn);
+    ///     fn apply_spawn(self, op: SpawnedOp) {
+    ///         SPAWNED.fetch_add(1, Ordering::Relaxed);
+    ///         op.start();
+    ///     }
+    /// }
+    /// let ctx = SingleThreadContext::<Counted>::with_domain("counted");
+    /// let scope = SimpleCountingScope::new();
+    /// spawn(ctx.scheduler().schedule().then(|()| ()), scope.token());
+    /// sync_wait(scope.join()).unwrap();
+    /// assert_eq!(SPAWNED.load(Ordering::Relaxed), 1);
+    /// ```
     fn apply_spawn(self, op: SpawnedOp) {
         op.start();
     }
@@ -206,6 +227,11 @@ pub trait Domain: Copy + Default + Send + Sync + 'static {
     /// `apply_sender(domain, sync_wait, sndr)`: blocks until `sndr` completes. The
     /// default drives a [`RunLoop`](crate::RunLoop) on the calling thread, or, on a pool
     /// worker, waits by working (see [`sync_wait`](crate::sync_wait)).
+    ///
+    /// ```
+    /// use senders::{DefaultDomain, Domain, SenderExt, just};
+    /// assert_eq!(DefaultDomain.apply_sync_wait(just(6).then(|x| x * 7)), Ok(Some(42)));
+    /// ```
     fn apply_sync_wait<S>(self, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
     where
         S: Sender + SenderTo<WaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,
@@ -450,11 +476,24 @@ pub type LateDomain<S, E> = <<<<S as Sender>::Domain as MaybeDomain>::Or<<E as E
 /// environment (`starts_on`, `let_value`, `when_all`, `write_env`) do it in their own
 /// receivers, so a generic recursive transformation sees the right scheduler and domain
 /// by connecting through them.
+///
+/// ```
+/// use senders::domain::transform_env;
+/// use senders::{DefaultDomain, EmptyEnv, just};
+/// let env = EmptyEnv;
+/// assert!(std::ptr::eq(transform_env(DefaultDomain, &just(1), &env), &env), "the identity");
+/// ```
 pub fn transform_env<'e, D: Domain, S: Sender, E: Env>(_domain: D, _sndr: &S, env: &'e E) -> &'e E {
     env
 }
 
 /// `apply_sender(domain, sync_wait, sndr)`.
+///
+/// ```
+/// use senders::domain::apply_sync_wait;
+/// use senders::{DefaultDomain, just_error};
+/// assert_eq!(apply_sync_wait(DefaultDomain, just_error::<i32, _>("no")), Err("no"));
+/// ```
 pub fn apply_sync_wait<D: Domain, S>(domain: D, sndr: S) -> Result<Option<<S as Sender>::Value>, <S as Sender>::Error>
 where
     S: Sender + SenderTo<WaitReceiver<<S as Sender>::Value, <S as Sender>::Error>>,

@@ -133,11 +133,23 @@ impl<T> BlockVec<T> {
     }
 
     /// The number of values.
+    ///
+    /// ```
+    /// use senders::adaptors::BlockVec;
+    /// let v: BlockVec<i32> = (1..=3).collect();
+    /// assert_eq!(v.len(), 3);
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether there is no value.
+    ///
+    /// ```
+    /// use senders::adaptors::BlockVec;
+    /// assert!(std::iter::empty::<i32>().collect::<BlockVec<_>>().is_empty());
+    /// assert!(!std::iter::once(1).collect::<BlockVec<_>>().is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
