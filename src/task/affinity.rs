@@ -66,8 +66,23 @@ impl Future for ChangeScheduler {
 /// Where a task resumes: its receiver's scheduler, or inline without one.
 pub trait TaskHome: MaybeScheduler {
     /// The scheduler, erased.
+    ///
+    /// ```
+    /// use senders::task::{TaskHome, TaskScheduler};
+    /// use senders::{InlineScheduler, SingleThreadContext, schedulers::NoScheduler};
+    /// let ctx = SingleThreadContext::new();
+    /// assert!(ctx.scheduler().erase() == TaskScheduler::new(ctx.scheduler()));
+    /// assert!(NoScheduler.erase() == TaskScheduler::new(InlineScheduler), "no scheduler: inline");
+    /// ```
     fn erase(&self) -> TaskScheduler;
     /// Whether the calling thread runs on it (always, for no scheduler).
+    ///
+    /// ```
+    /// use senders::task::TaskHome;
+    /// use senders::{SingleThreadContext, schedulers::NoScheduler};
+    /// assert!(NoScheduler.here());
+    /// assert!(!SingleThreadContext::new().scheduler().here());
+    /// ```
     fn here(&self) -> bool;
     /// Runs `then` on it (inline, for no scheduler), through one heap block.
     #[doc(hidden)]

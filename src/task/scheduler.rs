@@ -175,6 +175,15 @@ pub struct TaskScheduler(Arc<dyn DynScheduler>);
 
 impl TaskScheduler {
     /// Erases `sch` (a `TaskScheduler` is returned as it is, not wrapped again).
+    ///
+    /// ```
+    /// use senders::task::TaskScheduler;
+    /// use senders::{InlineScheduler, SingleThreadContext};
+    /// let ctx = SingleThreadContext::new();
+    /// let erased = TaskScheduler::new(ctx.scheduler());
+    /// assert!(TaskScheduler::new(erased.clone()) == erased, "not wrapped again");
+    /// assert!(erased != TaskScheduler::new(InlineScheduler));
+    /// ```
     pub fn new<S: Scheduler>(sch: S) -> Self
     where
         S::Sender: SenderTo<ErasedScheduleReceiver>,
@@ -186,6 +195,16 @@ impl TaskScheduler {
     }
 
     /// The real scheduler, if it is an `S`.
+    ///
+    /// ```
+    /// use senders::task::TaskScheduler;
+    /// use senders::{InlineScheduler, StaticThreadPool, PoolScheduler};
+    /// let pool = StaticThreadPool::new(1)?;
+    /// let erased = TaskScheduler::new(pool.scheduler());
+    /// assert!(erased.downcast_ref::<PoolScheduler>() == Some(&pool.scheduler()));
+    /// assert!(erased.downcast_ref::<InlineScheduler>().is_none());
+    /// # Ok::<(), senders::BuildError>(())
+    /// ```
     pub fn downcast_ref<S: Scheduler>(&self) -> Option<&S> {
         self.0.as_any().downcast_ref()
     }
