@@ -12,6 +12,7 @@ use super::lane::{self, LANES, Lane};
 use super::latent::LatentForks;
 use super::refs::Refs;
 use super::sleep::Sleep;
+use crate::adaptors::when_all::{FRESH_HOP, NO_HOP, set_inline_hop};
 use crate::job::JobRef;
 use crate::panic::AbortOnUnwind;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
@@ -19,20 +20,21 @@ use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
 /// Runs `job`, taken from one of this pool's queues, on `worker` (the running thread's
 /// worker state, if it is a worker of this pool): a spawned operation's job or a forked
 /// child's, tagged by [`WorkerThread::push_spawned`] or the pool's `when_all`, runs with
-/// the worker's `fresh` mark set, so that its first `schedule()` on this pool completes
-/// inline ([`WorkerThread::take_fresh`]). A job must not unwind (the crate's
-/// operations catch user panics); if one does, the process aborts rather than lose a
-/// completion silently.
+/// the thread's inline hop open ([`FRESH_HOP`]), so that its first `schedule()`
+/// on this pool completes inline. A job must not unwind (the crate's operations catch
+/// user panics); if one does, the process aborts rather than lose a completion silently.
 fn run_job(job: JobRef, worker: Option<&WorkerThread>) {
     let guard = AbortOnUnwind("a pool job unwound");
-    if let Some(w) = worker {
-        // Also cleared for an untagged job: one that a waiting worker runs inside a
-        // tagged job must not inherit that job's mark.
-        w.fresh.set(job.is_tagged());
-    }
-    job.execute();
-    if let Some(w) = worker {
-        w.fresh.set(false);
+    if job.is_tagged() && worker.is_some() {
+        set_inline_hop(FRESH_HOP);
+        job.execute();
+        // Closed, so that the job's hop does not outlive it.
+        set_inline_hop(NO_HOP);
+    } else {
+        // An untagged job leaves the hop as it finds it: one that a waiting worker runs
+        // inside a tagged job (or a `when_all`'s first child) may take that one's hop,
+        // which completes inline on the pool either way, once.
+        job.execute();
     }
     std::mem::forget(guard);
 }
@@ -313,9 +315,6 @@ pub(crate) struct WorkerThread {
     /// This worker's shard of the registry's reference count (`refs.rs`), null once
     /// this thread, dropping the pool from a job, has stopped counting there.
     refs_shard: Cell<*const AtomicUsize>,
-    /// Set while this worker starts a job it took from a queue that was tagged (a
-    /// spawned operation's, a forked child's): see [`take_fresh`](Self::take_fresh).
-    fresh: Cell<bool>,
     /// The forks this worker holds unpublished (`latent.rs`).
     latent: LatentForks,
     /// Whether it holds forks latent at all (the pool's option, copied here).
@@ -409,7 +408,7 @@ impl WorkerThread {
     /// Forks the job that starts a spawned operation (on the deque, or latent as
     /// [`fork`](Self::fork) decides), tagged so that the worker running it lets the
     /// operation's first `schedule()` on this pool complete inline (see
-    /// [`take_fresh`](Self::take_fresh)): the spawn already went through a queue, so a
+    /// [`FRESH_HOP`]): the spawn already went through a queue, so a
     /// second trip would only cost time.
     #[inline]
     pub(crate) fn push_spawned(&self, job: JobRef) {
@@ -551,18 +550,11 @@ impl WorkerThread {
         self.deque.len()
     }
 
-    /// Whether a `schedule()` on this pool, started now, may complete inline: true once
-    /// while this worker starts a tagged job taken from a queue (the spawn or fork
-    /// itself was the hop onto the pool). Clears the mark.
-    #[inline]
-    pub(crate) fn take_fresh(&self) -> bool {
-        self.fresh.replace(false)
-    }
-
-    /// Whether this worker's `fresh` mark is set, for white-box tests.
+    /// Whether this worker runs a tagged job whose inline hop is still open, for
+    /// white-box tests.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn is_fresh(&self) -> bool {
-        self.fresh.get()
+        crate::adaptors::when_all::inline_hop() == FRESH_HOP
     }
 
     /// How many taken-back jobs (and first hops of first children, see
@@ -575,13 +567,20 @@ impl WorkerThread {
     /// would have.
     #[inline]
     pub(crate) fn run_taken_back(&self, job: JobRef) {
+        debug_assert!(job.is_tagged(), "a taken-back job is a forked child's, tagged");
         self.taken_back.set(self.taken_back.get() + 1);
-        run_job(job, Some(self));
+        // `run_job`'s tagged case, written out so that it inlines into the join with the
+        // thread-local's address at hand.
+        let guard = AbortOnUnwind("a pool job unwound");
+        set_inline_hop(FRESH_HOP);
+        job.execute();
+        set_inline_hop(NO_HOP);
+        std::mem::forget(guard);
         self.taken_back.set(self.taken_back.get() - 1);
     }
 
     /// Runs here, inline, the job of a `schedule()` on this pool that the first child of
-    /// a `when_all` on the pool makes while this worker starts it (`when_all::take_first_hop`):
+    /// a `when_all` on the pool makes while this worker starts it ([`FIRST_HOP`](crate::adaptors::when_all::FIRST_HOP)):
     /// the child is on the pool already. Counted with the taken-back runs
     /// ([`taken_back_depth`](Self::taken_back_depth)), since it nests on this stack what
     /// a trip through the deque would have unwound.
@@ -741,7 +740,6 @@ impl WorkerThread {
             rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
             taken_back: Cell::new(0),
             refs_shard: Cell::new(refs_shard),
-            fresh: Cell::new(false),
             latent: LatentForks::new(),
             latent_forks,
             lanes_seen: std::array::from_fn(|_| Cell::new(0)),

@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use super::domain::{MAX_TAKEN_BACK_DEPTH, PoolDomain};
 use super::registry::{Registry, RegistryRef, WorkerThread};
-use crate::adaptors::when_all::take_first_hop;
+use crate::adaptors::when_all::{FIRST_HOP, NO_HOP, take_inline_hop};
 use crate::env::Env;
 use crate::job::JobRef;
 use crate::receiver::Receiver;
@@ -123,18 +123,19 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
         // reference) at once. On a worker of this pool, the worker's own handle keeps the registry alive, so
         // the common case touches no shared reference count.
         if let Some(worker) = WorkerThread::current_of(&this.registry) {
-            if worker.take_fresh() {
-                // The first `schedule()` of a spawned operation (or forked child) this
-                // worker just took from a queue: it is already on the pool, and was
-                // queued once; complete now.
-                job.execute();
-            } else if take_first_hop() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+            // One thread-local word says whether this `schedule()` is on the pool
+            // already; the common hop reads it and pushes.
+            match take_inline_hop() {
+                NO_HOP => worker.push_local(job),
                 // The first `schedule()` of the first child of a `when_all` on this pool
-                // that this worker is starting inline: on the pool already; complete
-                // now, unless that nests too deep on this stack.
-                worker.run_first_hop(job);
-            } else {
-                worker.push_local(job);
+                // that this worker is starting inline: complete now, unless that nests
+                // too deep on this stack.
+                FIRST_HOP if worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH => worker.run_first_hop(job),
+                FIRST_HOP => worker.push_local(job),
+                // `FRESH_HOP`: the first `schedule()` of a spawned operation (or forked
+                // child) this worker just took from a queue: it was queued once; complete
+                // now.
+                _ => job.execute(),
             }
             return;
         }
