@@ -579,16 +579,17 @@ impl WorkerThread {
         self.taken_back.set(self.taken_back.get() - 1);
     }
 
-    /// Runs here, inline, the job of a `schedule()` on this pool that the first child of
-    /// a `when_all` on the pool makes while this worker starts it ([`FIRST_HOP`](crate::adaptors::when_all::FIRST_HOP)):
-    /// the child is on the pool already. Counted with the taken-back runs
+    /// Completes here, inline (`complete`), a `schedule()` on this pool that the first
+    /// child of a `when_all` on the pool makes while this worker starts it
+    /// ([`FIRST_HOP`](crate::adaptors::when_all::FIRST_HOP)): the child is on the pool
+    /// already. Counted with the taken-back runs
     /// ([`taken_back_depth`](Self::taken_back_depth)), since it nests on this stack what
     /// a trip through the deque would have unwound.
     #[inline]
-    pub(crate) fn run_first_hop(&self, job: JobRef) {
+    pub(crate) fn run_first_hop(&self, complete: impl FnOnce()) {
         self.taken_back.set(self.taken_back.get() + 1);
         let guard = AbortOnUnwind("a pool job unwound");
-        job.execute();
+        complete();
         std::mem::forget(guard);
         self.taken_back.set(self.taken_back.get() - 1);
     }
