@@ -256,7 +256,10 @@ impl RegistryRef {
     /// and the count is not folded yet.
     #[inline]
     fn own_shard(&self) -> Option<&AtomicUsize> {
-        WorkerThread::current_of(self)?.refs_shard()
+        let own = OWN_SHARD.with(Cell::get);
+        // SAFETY: a shard set for this registry lives in it, and this handle keeps the
+        // registry alive while the borrow, tied to the handle's, lasts.
+        ptr::eq(own.registry, self.ptr.as_ptr()).then(|| unsafe { &*own.shard })
     }
 
     /// Frees the registry: out of line, as it happens once per pool.
@@ -302,7 +305,22 @@ impl Drop for RegistryRef {
 
 crate::sync::const_thread_local! {
     static CURRENT: Cell<*const WorkerThread> = Cell::new(ptr::null());
+    /// The calling worker's shard of its registry's reference count (`refs.rs`), with
+    /// that registry: set while the worker's loop runs, until the worker leaves its pool
+    /// ([`WorkerThread::leave_pool`]), so that a handle finds its shard with one
+    /// comparison.
+    static OWN_SHARD: Cell<OwnShard> = Cell::new(NO_SHARD);
 }
+
+/// A worker's shard of its registry's reference count, and the registry.
+#[derive(Clone, Copy)]
+struct OwnShard {
+    registry: *const Registry,
+    shard: *const AtomicUsize,
+}
+
+/// No shard: outside the pools, or after the worker left its pool.
+const NO_SHARD: OwnShard = OwnShard { registry: ptr::null(), shard: ptr::null() };
 
 /// A worker thread's own state; lives on its stack for the thread's whole life.
 pub(crate) struct WorkerThread {
@@ -312,9 +330,6 @@ pub(crate) struct WorkerThread {
     rng: Cell<u64>,
     /// Taken-back jobs running nested on this worker's stack (see `take_back`).
     taken_back: Cell<u32>,
-    /// This worker's shard of the registry's reference count (`refs.rs`), null once
-    /// this thread, dropping the pool from a job, has stopped counting there.
-    refs_shard: Cell<*const AtomicUsize>,
     /// The forks this worker holds unpublished (`latent.rs`).
     latent: LatentForks,
     /// Whether it holds forks latent at all (the pool's option, copied here).
@@ -375,22 +390,13 @@ impl WorkerThread {
         self.index
     }
 
-    /// This worker's shard of its registry's reference count, until
-    /// [`leave_pool`](Self::leave_pool).
-    #[inline]
-    pub(crate) fn refs_shard(&self) -> Option<&AtomicUsize> {
-        // SAFETY: the shard lives in the registry, which this worker keeps alive, and
-        // the borrow is tied to this worker's.
-        unsafe { self.refs_shard.get().as_ref() }
-    }
-
     /// The pool is being dropped from one of this worker's jobs, and has drained: from
     /// now on this thread is outside the pool. It counts its registry references in the
     /// outside word (the count is about to be folded), and what the rest of the job
     /// submits to the pool is refused and completes stopped, as from any thread, rather
     /// than queued on a deque that no worker will run again.
     pub(crate) fn leave_pool(&self) {
-        self.refs_shard.set(ptr::null());
+        OWN_SHARD.with(|s| s.set(NO_SHARD));
         CURRENT.with(|c| c.set(ptr::null()));
     }
 
@@ -740,7 +746,6 @@ impl WorkerThread {
             deque,
             rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
             taken_back: Cell::new(0),
-            refs_shard: Cell::new(refs_shard),
             latent: LatentForks::new(),
             latent_forks,
             lanes_seen: std::array::from_fn(|_| Cell::new(0)),
@@ -748,6 +753,7 @@ impl WorkerThread {
             wait_until_outside: Cell::new(OUTSIDE_INTERVAL - 1),
         };
         CURRENT.with(|c| c.set(&worker));
+        OWN_SHARD.with(|s| s.set(OwnShard { registry: RegistryRef::as_ptr(&worker.registry), shard: refs_shard }));
         // The worker's shard slot in every scope, for as long as it runs.
         let _shard = super::shard_index::claim();
         crate::blocking::set_before_blocking(publish_latent_forks);
@@ -815,6 +821,7 @@ impl WorkerThread {
         if hungry {
             worker.registry.hungry.fetch_sub(1, Ordering::Relaxed);
         }
+        OWN_SHARD.with(|s| s.set(NO_SHARD));
         CURRENT.with(|c| c.set(ptr::null()));
     }
 }
