@@ -257,9 +257,12 @@ impl RegistryRef {
     #[inline]
     fn own_shard(&self) -> Option<&AtomicUsize> {
         let own = OWN_SHARD.with(Cell::get);
-        // SAFETY: a shard set for this registry lives in it, and this handle keeps the
+        if !ptr::eq(own.registry, self.ptr.as_ptr()) {
+            return None;
+        }
+        // SAFETY: a shard set with its registry lives in it, and this handle keeps the
         // registry alive while the borrow, tied to the handle's, lasts.
-        ptr::eq(own.registry, self.ptr.as_ptr()).then(|| unsafe { &*own.shard })
+        Some(unsafe { own.shard.as_ref() })
     }
 
     /// Frees the registry: out of line, as it happens once per pool.
@@ -316,11 +319,12 @@ crate::sync::const_thread_local! {
 #[derive(Clone, Copy)]
 struct OwnShard {
     registry: *const Registry,
-    shard: *const AtomicUsize,
+    /// Dangling while `registry` is null; never null, so that a found shard needs no test.
+    shard: NonNull<AtomicUsize>,
 }
 
 /// No shard: outside the pools, or after the worker left its pool.
-const NO_SHARD: OwnShard = OwnShard { registry: ptr::null(), shard: ptr::null() };
+const NO_SHARD: OwnShard = OwnShard { registry: ptr::null(), shard: NonNull::dangling() };
 
 /// A worker thread's own state; lives on its stack for the thread's whole life.
 pub(crate) struct WorkerThread {
@@ -738,7 +742,7 @@ impl WorkerThread {
 
     /// Runs jobs until the pool terminates and no work is left anywhere.
     pub(crate) fn main_loop(registry: RegistryRef, index: usize, deque: Worker<JobRef>) {
-        let refs_shard: *const AtomicUsize = registry.refs.shard(index);
+        let refs_shard = NonNull::from(registry.refs.shard(index));
         let latent_forks = registry.latent_forks;
         let worker = WorkerThread {
             index,
