@@ -146,16 +146,19 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
                 // too deep on this stack.
                 // Completed here rather than through the job: this worker runs, so the
                 // pool's workers have not exited.
-                // SAFETY: the operation is alive and started, and its job is dropped unrun.
                 FIRST_HOP if worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH => {
+                    // SAFETY: the operation is alive and started, and its job is dropped
+                    // unrun.
                     worker.run_first_hop(|| unsafe { Self::complete(data.cast_mut(), false) })
                 }
                 FIRST_HOP => worker.push_local(job),
                 // `FRESH_HOP`: the first `schedule()` of a spawned operation (or forked
                 // child) this worker just took from a queue: it was queued once; complete
                 // now, as above.
-                // SAFETY: as above.
-                _ => unsafe { Self::complete(data.cast_mut(), false) },
+                _ => {
+                    // SAFETY: as above.
+                    unsafe { Self::complete(data.cast_mut(), false) }
+                }
             }
             return;
         }
