@@ -369,8 +369,8 @@ pub(crate) fn take_inline_hop() -> InlineHop {
     })
 }
 
-/// Opens ([`FRESH_HOP`]) or closes ([`NO_HOP`]) the inline hop of a job the pool runs on this
-/// thread, one of its workers.
+/// Opens ([`FRESH_HOP`]) or closes ([`NO_HOP`]) the inline hop of a job that the pool
+/// runs on this thread, one of its workers.
 #[inline]
 pub(crate) fn set_inline_hop(hop: InlineHop) {
     WINDOW.with(|w| set_hop(w, hop));
