@@ -23,8 +23,8 @@
 //!    real count, so it never reaches zero, whatever the shards hold.
 //! 2. Dropping the pool joins every other worker (their last shard writes
 //!    happen-before the join returns), clears the shard of the thread dropping the pool
-//!    should it be a worker (each worker finds its shard through its own
-//!    `WorkerThread`, so from then on it counts in the outside word), then *folds*: adds
+//!    should it be a worker (each worker finds its shard through a thread-local that
+//!    its loop sets, so from then on it counts in the outside word), then *folds*: adds
 //!    the sum of the shards minus the bias to the outside word in one read-modify-write.
 //!    From then on the outside word is the exact count.
 //! 3. Whoever brings the outside word to zero after the fold frees the registry (a

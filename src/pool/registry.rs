@@ -12,6 +12,7 @@ use super::lane::{self, LANES, Lane};
 use super::latent::LatentForks;
 use super::refs::Refs;
 use super::sleep::Sleep;
+use crate::adaptors::when_all::{FRESH_HOP, NO_HOP, set_inline_hop};
 use crate::job::JobRef;
 use crate::panic::AbortOnUnwind;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
@@ -19,20 +20,21 @@ use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, thread};
 /// Runs `job`, taken from one of this pool's queues, on `worker` (the running thread's
 /// worker state, if it is a worker of this pool): a spawned operation's job or a forked
 /// child's, tagged by [`WorkerThread::push_spawned`] or the pool's `when_all`, runs with
-/// the worker's `fresh` mark set, so that its first `schedule()` on this pool completes
-/// inline ([`WorkerThread::take_fresh`]). A job must not unwind (the crate's
-/// operations catch user panics); if one does, the process aborts rather than lose a
-/// completion silently.
+/// the thread's inline hop open ([`FRESH_HOP`]), so that its first `schedule()`
+/// on this pool completes inline. A job must not unwind (the crate's operations catch
+/// user panics); if one does, the process aborts rather than lose a completion silently.
 pub(super) fn run_job(job: JobRef, worker: Option<&WorkerThread>) {
     let guard = AbortOnUnwind("a pool job unwound");
-    if let Some(w) = worker {
-        // Also cleared for an untagged job: one that a waiting worker runs inside a
-        // tagged job must not inherit that job's mark.
-        w.fresh.set(job.is_tagged());
-    }
-    job.execute();
-    if let Some(w) = worker {
-        w.fresh.set(false);
+    if job.is_tagged() && worker.is_some() {
+        set_inline_hop(FRESH_HOP);
+        job.execute();
+        // Closed, so that the job's hop does not outlive it.
+        set_inline_hop(NO_HOP);
+    } else {
+        // An untagged job leaves the hop as it finds it: one that a waiting worker runs
+        // inside a tagged job (or a `when_all`'s first child) may take that one's hop,
+        // which completes inline on the pool either way, once.
+        job.execute();
     }
     std::mem::forget(guard);
 }
@@ -254,7 +256,13 @@ impl RegistryRef {
     /// and the count is not folded yet.
     #[inline]
     fn own_shard(&self) -> Option<&AtomicUsize> {
-        WorkerThread::current_of(self)?.refs_shard()
+        let own = OWN_SHARD.with(Cell::get);
+        if !ptr::eq(own.registry, self.ptr.as_ptr()) {
+            return None;
+        }
+        // SAFETY: a shard set with its registry lives in it, and this handle keeps the
+        // registry alive while the borrow, tied to the handle's, lasts.
+        Some(unsafe { own.shard.as_ref() })
     }
 
     /// Frees the registry: out of line, as it happens once per pool.
@@ -300,7 +308,23 @@ impl Drop for RegistryRef {
 
 crate::sync::const_thread_local! {
     pub(super) static CURRENT: Cell<*const WorkerThread> = Cell::new(ptr::null());
+    /// The calling worker's shard of its registry's reference count (`refs.rs`), with
+    /// that registry: set while the worker's loop runs, until the worker leaves its pool
+    /// ([`WorkerThread::leave_pool`]), so that a handle finds its shard with one
+    /// comparison.
+    static OWN_SHARD: Cell<OwnShard> = Cell::new(NO_SHARD);
 }
+
+/// A worker's shard of its registry's reference count, and the registry.
+#[derive(Clone, Copy)]
+struct OwnShard {
+    registry: *const Registry,
+    /// Dangling while `registry` is null; never null, so that a found shard needs no test.
+    shard: NonNull<AtomicUsize>,
+}
+
+/// No shard: outside the pools, or after the worker left its pool.
+const NO_SHARD: OwnShard = OwnShard { registry: ptr::null(), shard: NonNull::dangling() };
 
 /// A worker thread's own state; lives on its stack for the thread's whole life.
 pub(crate) struct WorkerThread {
@@ -310,12 +334,6 @@ pub(crate) struct WorkerThread {
     rng: Cell<u64>,
     /// Taken-back jobs running nested on this worker's stack (see `take_back`).
     taken_back: Cell<u32>,
-    /// This worker's shard of the registry's reference count (`refs.rs`), null once
-    /// this thread, dropping the pool from a job, has stopped counting there.
-    refs_shard: Cell<*const AtomicUsize>,
-    /// Set while this worker starts a job it took from a queue that was tagged (a
-    /// spawned operation's, a forked child's): see [`take_fresh`](Self::take_fresh).
-    fresh: Cell<bool>,
     /// The forks this worker holds unpublished (`latent.rs`).
     latent: LatentForks,
     /// Whether it holds forks latent at all (the pool's option, copied here).
@@ -376,22 +394,13 @@ impl WorkerThread {
         self.index
     }
 
-    /// This worker's shard of its registry's reference count, until
-    /// [`leave_pool`](Self::leave_pool).
-    #[inline]
-    pub(crate) fn refs_shard(&self) -> Option<&AtomicUsize> {
-        // SAFETY: the shard lives in the registry, which this worker keeps alive, and
-        // the borrow is tied to this worker's.
-        unsafe { self.refs_shard.get().as_ref() }
-    }
-
     /// The pool is being dropped from one of this worker's jobs, and has drained: from
     /// now on this thread is outside the pool. It counts its registry references in the
     /// outside word (the count is about to be folded), and what the rest of the job
     /// submits to the pool is refused and completes stopped, as from any thread, rather
     /// than queued on a deque that no worker will run again.
     pub(crate) fn leave_pool(&self) {
-        self.refs_shard.set(ptr::null());
+        OWN_SHARD.with(|s| s.set(NO_SHARD));
         CURRENT.with(|c| c.set(ptr::null()));
     }
 
@@ -409,7 +418,7 @@ impl WorkerThread {
     /// Forks the job that starts a spawned operation (on the deque, or latent as
     /// [`fork`](Self::fork) decides), tagged so that the worker running it lets the
     /// operation's first `schedule()` on this pool complete inline (see
-    /// [`take_fresh`](Self::take_fresh)): the spawn already went through a queue, so a
+    /// [`FRESH_HOP`]): the spawn already went through a queue, so a
     /// second trip would only cost time.
     #[inline]
     pub(crate) fn push_spawned(&self, job: JobRef) {
@@ -551,18 +560,11 @@ impl WorkerThread {
         self.deque.len()
     }
 
-    /// Whether a `schedule()` on this pool, started now, may complete inline: true once
-    /// while this worker starts a tagged job taken from a queue (the spawn or fork
-    /// itself was the hop onto the pool). Clears the mark.
-    #[inline]
-    pub(crate) fn take_fresh(&self) -> bool {
-        self.fresh.replace(false)
-    }
-
-    /// Whether this worker's `fresh` mark is set, for white-box tests.
+    /// Whether this worker runs a tagged job whose inline hop is still open, for
+    /// white-box tests.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn is_fresh(&self) -> bool {
-        self.fresh.get()
+        crate::adaptors::when_all::inline_hop() == FRESH_HOP
     }
 
     /// How many taken-back jobs (and first hops of first children, see
@@ -575,21 +577,29 @@ impl WorkerThread {
     /// would have.
     #[inline]
     pub(crate) fn run_taken_back(&self, job: JobRef) {
+        debug_assert!(job.is_tagged(), "a taken-back job is a forked child's, tagged");
         self.taken_back.set(self.taken_back.get() + 1);
-        run_job(job, Some(self));
+        // `run_job`'s tagged case, written out so that it inlines into the join with the
+        // thread-local's address at hand.
+        let guard = AbortOnUnwind("a pool job unwound");
+        set_inline_hop(FRESH_HOP);
+        job.execute();
+        set_inline_hop(NO_HOP);
+        std::mem::forget(guard);
         self.taken_back.set(self.taken_back.get() - 1);
     }
 
-    /// Runs here, inline, the job of a `schedule()` on this pool that the first child of
-    /// a `when_all` on the pool makes while this worker starts it (`when_all::take_first_hop`):
-    /// the child is on the pool already. Counted with the taken-back runs
+    /// Completes here, inline (`complete`), a `schedule()` on this pool that the first
+    /// child of a `when_all` on the pool makes while this worker starts it
+    /// ([`FIRST_HOP`](crate::adaptors::when_all::FIRST_HOP)): the child is on the pool
+    /// already. Counted with the taken-back runs
     /// ([`taken_back_depth`](Self::taken_back_depth)), since it nests on this stack what
     /// a trip through the deque would have unwound.
     #[inline]
-    pub(crate) fn run_first_hop(&self, job: JobRef) {
+    pub(crate) fn run_first_hop(&self, complete: impl FnOnce()) {
         self.taken_back.set(self.taken_back.get() + 1);
         let guard = AbortOnUnwind("a pool job unwound");
-        job.execute();
+        complete();
         std::mem::forget(guard);
         self.taken_back.set(self.taken_back.get() - 1);
     }
@@ -732,7 +742,7 @@ impl WorkerThread {
 
     /// Runs jobs until the pool terminates and no work is left anywhere.
     pub(crate) fn main_loop(registry: RegistryRef, index: usize, deque: Worker<JobRef>) {
-        let refs_shard: *const AtomicUsize = registry.refs.shard(index);
+        let refs_shard = NonNull::from(registry.refs.shard(index));
         let latent_forks = registry.latent_forks;
         let worker = WorkerThread {
             index,
@@ -740,8 +750,6 @@ impl WorkerThread {
             deque,
             rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17)),
             taken_back: Cell::new(0),
-            refs_shard: Cell::new(refs_shard),
-            fresh: Cell::new(false),
             latent: LatentForks::new(),
             latent_forks,
             lanes_seen: std::array::from_fn(|_| Cell::new(0)),
@@ -749,6 +757,7 @@ impl WorkerThread {
             wait_until_outside: Cell::new(OUTSIDE_INTERVAL - 1),
         };
         CURRENT.with(|c| c.set(&worker));
+        OWN_SHARD.with(|s| s.set(OwnShard { registry: RegistryRef::as_ptr(&worker.registry), shard: refs_shard }));
         // The worker's shard slot in every scope, for as long as it runs.
         let _shard = super::shard_index::claim();
         crate::blocking::set_before_blocking(publish_latent_forks);
@@ -816,6 +825,7 @@ impl WorkerThread {
         if hungry {
             worker.registry.hungry.fetch_sub(1, Ordering::Relaxed);
         }
+        OWN_SHARD.with(|s| s.set(NO_SHARD));
         CURRENT.with(|c| c.set(ptr::null()));
     }
 }

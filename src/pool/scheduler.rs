@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use super::domain::{MAX_TAKEN_BACK_DEPTH, PoolDomain};
 use super::registry::{Registry, RegistryRef, WorkerThread};
-use crate::adaptors::when_all::take_first_hop;
+use crate::adaptors::when_all::{FIRST_HOP, NO_HOP, take_inline_hop};
 use crate::env::Env;
 use crate::job::JobRef;
 use crate::receiver::Receiver;
@@ -99,9 +99,23 @@ impl<R: Receiver<(), Infallible>> PoolOp<R> {
     unsafe fn run(data: *const (), (): ()) {
         let this = data.cast_mut().cast::<PoolOp<R>>();
         // SAFETY: the job's operation is alive until it completes, which is now; nobody
-        // else touches `rcvr` or reads `registry` concurrently.
-        let (rcvr, exited) = unsafe { ((*this).rcvr.take(), (*this).registry.exited()) };
-        let Some(rcvr) = rcvr else { return };
+        // else reads `registry` concurrently.
+        let exited = unsafe { (*this).registry.exited() };
+        // SAFETY: forwarded.
+        unsafe { Self::complete(this, exited) }
+    }
+
+    /// Completes the operation: stopped if the pool's workers have `exited` or a stop
+    /// was requested, with a value otherwise.
+    ///
+    /// # Safety
+    ///
+    /// `this` is a live, started `PoolOp<R>` whose job has not run and never will
+    /// (it is running, or it completes inline instead); called once.
+    #[inline(always)]
+    unsafe fn complete(this: *mut Self, exited: bool) {
+        // SAFETY: the caller's contract: nobody else touches `rcvr` concurrently.
+        let Some(rcvr) = (unsafe { (*this).rcvr.take() }) else { return };
         if exited || rcvr.env().stop_token().stop_requested() {
             rcvr.set_stopped();
         } else {
@@ -123,18 +137,28 @@ impl<R: Receiver<(), Infallible>> OperationState for PoolOp<R> {
         // reference) at once. On a worker of this pool, the worker's own handle keeps the registry alive, so
         // the common case touches no shared reference count.
         if let Some(worker) = WorkerThread::current_of(&this.registry) {
-            if worker.take_fresh() {
-                // The first `schedule()` of a spawned operation (or forked child) this
-                // worker just took from a queue: it is already on the pool, and was
-                // queued once; complete now.
-                job.execute();
-            } else if take_first_hop() && worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH {
+            // One thread-local word says whether this `schedule()` is on the pool
+            // already; the common hop reads it and pushes.
+            match take_inline_hop() {
+                NO_HOP => worker.push_local(job),
                 // The first `schedule()` of the first child of a `when_all` on this pool
-                // that this worker is starting inline: on the pool already; complete
-                // now, unless that nests too deep on this stack.
-                worker.run_first_hop(job);
-            } else {
-                worker.push_local(job);
+                // that this worker is starting inline: complete now, unless that nests
+                // too deep on this stack.
+                // Completed here rather than through the job: this worker runs, so the
+                // pool's workers have not exited.
+                FIRST_HOP if worker.taken_back_depth() < MAX_TAKEN_BACK_DEPTH => {
+                    // SAFETY: the operation is alive and started, and its job is dropped
+                    // unrun.
+                    worker.run_first_hop(|| unsafe { Self::complete(data.cast_mut(), false) })
+                }
+                FIRST_HOP => worker.push_local(job),
+                // `FRESH_HOP`: the first `schedule()` of a spawned operation (or forked
+                // child) this worker just took from a queue: it was queued once; complete
+                // now, as above.
+                _ => {
+                    // SAFETY: as above.
+                    unsafe { Self::complete(data.cast_mut(), false) }
+                }
             }
             return;
         }

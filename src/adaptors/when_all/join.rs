@@ -260,10 +260,10 @@ unsafe impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> ForwardTarget for 
 }
 
 /// The window of [`Shared::start_first_deferring`] open on this thread: whose first child
-/// is starting, how many of its children's arrivals were noted meanwhile, and whether
-/// the first `schedule()` on the pool made meanwhile has been made ([`take_first_hop`]).
-/// The two counts share a word, so opening a window sets both with the one store it
-/// makes anyway.
+/// is starting, how many of its children's arrivals were noted meanwhile, and which
+/// inline hop the next `schedule()` on the pool made on this thread may take
+/// ([`InlineHop`]). They share a word, so opening a window sets the hop with the one
+/// store it makes anyway, and a `schedule()` reads one thread-local word.
 #[derive(Clone, Copy)]
 struct Window {
     /// The operation, named by the address of its count: no other live operation's
@@ -272,31 +272,63 @@ struct Window {
     /// something nested in its first field.
     count: *const AtomicUsize,
     early: u32,
-    /// Nonzero once the window's first hop was taken, and while no window is open.
-    hopped: u32,
+    hop: InlineHop,
 }
 
-const NO_WINDOW: Window = Window { count: std::ptr::null(), early: 0, hopped: 1 };
+/// The inline hop open to the next `schedule()` on the pool that this thread, one of the
+/// pool's workers, makes: that `schedule()` is on the pool already, so it may complete
+/// inline. Read and closed by [`take_inline_hop`]; at most one is open at a time. A plain
+/// integer in the window, not an enum, so that the window stays a pair of words that
+/// opening and closing it move whole.
+pub(crate) type InlineHop = u32;
+
+/// The first `schedule()` made while the worker starts the first child of a `when_all`
+/// on the pool inline (a window is open, `ForkOnPool`). Zero, so that the store opening a
+/// window writes it and the count of arrivals as one zero word.
+pub(crate) const FIRST_HOP: InlineHop = 0;
+/// No inline hop: the `schedule()` goes through the worker's deque.
+pub(crate) const NO_HOP: InlineHop = 1;
+/// The first `schedule()` of a tagged job (a spawned operation's, a forked child's) that
+/// the worker is running: the spawn or fork was the hop (the pool's `run_job`).
+pub(crate) const FRESH_HOP: InlineHop = 2;
+
+const NO_WINDOW: Window = Window { count: std::ptr::null(), early: 0, hop: NO_HOP };
 
 crate::sync::const_thread_local! {
     static WINDOW: Cell<Window> = Cell::new(NO_WINDOW);
 }
 
-/// Whether a `schedule()` on the pool starting now on this thread, one of the pool's
-/// workers, is the first one made while the worker starts the first child of a
-/// `when_all` on the pool inline (a window is open, `ForkOnPool`): the child is on the
-/// pool already, so that `schedule()` may complete inline. True once per window.
+/// The inline hop open to a `schedule()` on the pool starting now on this thread, one of
+/// the pool's workers; it is taken (closed) unless it is [`NO_HOP`].
 #[inline]
-pub(crate) fn take_first_hop() -> bool {
+pub(crate) fn take_inline_hop() -> InlineHop {
     WINDOW.with(|w| {
-        let first = w.get().hopped == 0;
-        if first {
-            // SAFETY: the cell is this thread's, and no reference into it is alive
-            // (`Cell` hands out none); one field is written, not the whole window.
-            unsafe { (*w.as_ptr()).hopped = 1 };
+        let hop = w.get().hop;
+        if hop != NO_HOP {
+            set_hop(w, NO_HOP);
         }
-        first
+        hop
     })
+}
+
+/// Opens ([`FRESH_HOP`]) or closes ([`NO_HOP`]) the inline hop of a job that the pool
+/// runs on this thread, one of its workers.
+#[inline]
+pub(crate) fn set_inline_hop(hop: InlineHop) {
+    WINDOW.with(|w| set_hop(w, hop));
+}
+
+/// The inline hop open on this thread, for white-box tests.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn inline_hop() -> InlineHop {
+    WINDOW.with(|w| w.get().hop)
+}
+
+#[inline(always)]
+fn set_hop(w: &Cell<Window>, hop: InlineHop) {
+    // SAFETY: the cell is this thread's, and no reference into it is alive (`Cell`
+    // hands out none); one field is written, not the whole window.
+    unsafe { (*w.as_ptr()).hop = hop };
 }
 
 impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
@@ -456,7 +488,7 @@ impl<C: SenderTuple, R: Receiver<C::Values, C::Error>> Shared<C, R> {
         }
         // SAFETY: alive, by the caller's contract (this only takes a field's address).
         let count = unsafe { &raw const (*this).count };
-        let _outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0, hopped: 0 })));
+        let _outer = Restore(WINDOW.with(|w| w.replace(Window { count, early: 0, hop: FIRST_HOP })));
         start();
         WINDOW.with(|w| w.get().early as usize)
     }

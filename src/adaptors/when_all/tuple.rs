@@ -70,6 +70,7 @@ macro_rules! tuple_impls {
             $($S: Sender<Error = <$S0 as Sender>::Error> + SenderTo<WhenAllReceiver<<$S as Sender>::Value, Self, R>>,)*
         {
             type Ops = (ChildOp<$S0::Operation>, $(ChildOp<$S::Operation>,)*);
+            #[inline]
             unsafe fn connect_all(self, shared: *const Shared<Self, R>) -> Self::Ops {
                 // SAFETY: the caller guarantees `shared` is alive; the cells are only
                 // addressed here, and each child writes its own through `ValueCell::put`.
