@@ -355,6 +355,9 @@ impl<V, E> Env for AwaitRcvr<V, E> {
         // SAFETY: the task (and its receiver) outlives its awaited operations.
         unsafe { (self.ctx().vtable.stop_token)(self.ctx) }
     }
+    // `#[inline]` gives each codegen unit its own copy, so a child task's `start` sees
+    // the `HomeInfo` vtable and the checked downcast folds (see `TaskOp::start`).
+    #[inline]
     fn prop(&self, key: TypeId) -> Option<&(dyn Any + Send + Sync)> {
         if key == TypeId::of::<HomeKey>() {
             // SAFETY: written at the task's start, before any await; read only since.

@@ -360,6 +360,10 @@ where
 {
     unsafe fn start(self: Pin<&mut Self>) {
         let env = self.rcvr().env();
+        // The parent's answer is inlined here only if every `prop` on the way (the
+        // task's `AwaitRcvr`, forwarding adaptors) is `#[inline]`: a copy in this codegen
+        // unit carries the `HomeInfo` vtable, whose `type_id` call then folds. Otherwise
+        // it is a call into another unit that thin LTO does not inline.
         let inherited = env.prop(TypeId::of::<HomeKey>()).and_then(|h| h.downcast_ref::<HomeInfo>()).copied();
         let home = inherited.unwrap_or_else(|| {
             // SAFETY: nothing else touches the operation before its first poll.

@@ -635,6 +635,9 @@ impl<V, C: SenderTuple, R: Receiver<C::Values, C::Error>> Env for WhenAllReceive
         shared.link();
         shared.source.token()
     }
+    // `#[inline]`: a task awaiting `when_all` of tasks passes its home through here;
+    // a local copy lets the child's lookup fold (see `TaskOp::start`).
+    #[inline]
     fn prop(&self, key: std::any::TypeId) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.shared().env().prop(key)
     }
