@@ -32,15 +32,15 @@ macro_rules! const_thread_local {
 pub(crate) use const_thread_local;
 
 /// The fast side of an asymmetric fence pair: paired with [`heavy_fence`] on another
-/// thread, the two order memory like two `SeqCst` fences. On Linux with
-/// `membarrier(2)`'s private expedited command this is only a compiler fence, because
-/// the heavy side makes every running thread of the process execute a full barrier
-/// (the use `membarrier(2)` documents); elsewhere, and under loom, both sides are real
-/// `SeqCst` fences, which is what the pair stands for.
+/// thread, the two order memory like two `SeqCst` fences. On Linux, once the process has
+/// registered for `membarrier(2)`'s private expedited command, this is only a compiler
+/// fence, because the heavy side makes every running thread of the process execute a
+/// full barrier (the use `membarrier(2)` documents); before that, elsewhere, and under
+/// loom, it is a real `SeqCst` fence, which pairs with either heavy side.
 #[inline]
 pub(crate) fn light_fence() {
     #[cfg(all(not(loom), target_os = "linux"))]
-    if asymmetric::expedited() {
+    if asymmetric::registered() {
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
         return;
     }
@@ -58,15 +58,34 @@ pub(crate) fn heavy_fence() {
     fence(Ordering::SeqCst);
 }
 
+/// Makes the choice between `membarrier(2)` and real fences for the process (registers
+/// on first call), so that light fences are compiler fences from then on where the
+/// system supports it. A pool calls it when it is built; a heavy fence makes the same
+/// choice on its first call.
+pub(crate) fn prepare_fences() {
+    #[cfg(all(not(loom), target_os = "linux"))]
+    asymmetric::expedited();
+}
+
 /// Linux `membarrier(2)`. The choice between it and real fences is made once per
-/// process and never changes, so both sides of every pair make the same choice.
+/// process, by the heavy side (or [`prepare_fences`]), and never changes. The light side
+/// only reads a flag that is raised after a successful registration and never lowered:
+/// a light fence that sees it skips the real fence, and every heavy fence then uses the
+/// system call (it reads the settled choice, which is `true` once the flag is raised);
+/// a light fence that does not see it yet is a real fence, which pairs with either
+/// heavy side. So no pair ever has both sides weak.
 #[cfg(all(not(loom), target_os = "linux"))]
 mod asymmetric {
     use std::sync::OnceLock;
 
+    use super::{AtomicBool, Ordering};
+
     const QUERY: libc::c_int = 0;
     const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
     const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    /// Raised once this process registered for private expedited barriers.
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
 
     fn membarrier(cmd: libc::c_int) -> libc::c_long {
         // SAFETY: `membarrier(cmd, flags = 0, cpu_id = 0)` takes no pointers; an
@@ -74,15 +93,24 @@ mod asymmetric {
         unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint, 0 as libc::c_int) }
     }
 
-    /// Whether this process registered for private expedited barriers (first call
-    /// registers).
+    /// Whether a light fence may be a compiler fence: the flag alone (relaxed), no
+    /// initialization check on the push path.
     #[inline]
+    pub(super) fn registered() -> bool {
+        REGISTERED.load(Ordering::Relaxed)
+    }
+
+    /// Whether this process registered for private expedited barriers (first call
+    /// registers, and raises the flag before the choice settles).
     pub(super) fn expedited() -> bool {
         static EXPEDITED: OnceLock<bool> = OnceLock::new();
         *EXPEDITED.get_or_init(|| {
             let supported = membarrier(QUERY);
             let needed = libc::c_long::from(PRIVATE_EXPEDITED | REGISTER_PRIVATE_EXPEDITED);
-            supported >= 0 && supported & needed == needed && membarrier(REGISTER_PRIVATE_EXPEDITED) == 0
+            let registered =
+                supported >= 0 && supported & needed == needed && membarrier(REGISTER_PRIVATE_EXPEDITED) == 0;
+            REGISTERED.store(registered, Ordering::Relaxed);
+            registered
         })
     }
 

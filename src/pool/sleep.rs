@@ -36,6 +36,7 @@ pub(crate) struct Sleep {
 
 impl Sleep {
     pub(crate) fn new(workers: usize) -> Self {
+        crate::sync::prepare_fences();
         Sleep {
             sleeping: (0..workers.div_ceil(BITS)).map(|_| AtomicUsize::new(0)).collect(),
             sleepers: (0..workers).map(|_| Sleeper { woken: Flag::new(false), signal: Signal::new() }).collect(),
