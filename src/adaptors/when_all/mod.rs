@@ -37,8 +37,8 @@ pub use hook::{SenderTuple, WhenAll};
 use join::RUNNING;
 #[cfg(all(test, not(loom)))]
 pub(crate) use join::inline_hop;
-pub(crate) use join::{FIRST_HOP, FRESH_HOP, NO_HOP, set_inline_hop, take_inline_hop};
 pub use join::{ChildOp, ConnectTuple, ForkJob, Sequential, Shared, StartPolicy, ValueCell, WhenAllReceiver};
+pub(crate) use join::{FIRST_HOP, FRESH_HOP, NO_HOP, set_inline_hop, take_inline_hop};
 pub use list::{ChildSlot, ListCells};
 pub use tuple::DomainFold;
 pub(crate) use tuple::nest;
