@@ -34,9 +34,12 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion};
 use senders::{StaticThreadPool, starts_on, sync_wait_value};
 
+#[path = "common/cases.rs"]
+mod cases;
 #[path = "common/paired.rs"]
 #[allow(dead_code)] // shared by the benches; this one uses part of it
 mod paired;
+use cases::Case;
 
 #[path = "../examples/mergesort.rs"]
 mod mergesort;
@@ -59,13 +62,6 @@ const SORT_N: usize = 1 << 20;
 const MATRIX_N: usize = 512;
 /// Interleaved rounds per case.
 const ROUNDS: usize = 21;
-
-/// One case: ours and rayon's routine, each run once per call.
-struct Case<'a> {
-    name: &'static str,
-    ours: Box<dyn FnMut() + 'a>,
-    rayon: Box<dyn FnMut() + 'a>,
-}
 
 fn main() {
     let pool = StaticThreadPool::new(paired::threads(THREADS)).expect("a pool");
@@ -244,18 +240,6 @@ fn main() {
     };
     println!("\ninterleaved rounds ({rounds}), {THREADS} workers each: ours ÷ rayon, median [range]");
     for case in cases.iter_mut().filter(|case| picked(case.name)) {
-        let rounds = paired::paired_rounds(rounds, (&mut *case.ours, 1), (&mut *case.rayon, 1));
-        let ratios: Vec<f64> = rounds.iter().map(|(o, r)| o / r).collect();
-        let ours: Vec<f64> = rounds.iter().map(|r| r.0).collect();
-        let theirs: Vec<f64> = rounds.iter().map(|r| r.1).collect();
-        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().copied().fold(0.0, f64::max);
-        println!(
-            "{:<10} ours {:>10}  rayon {:>10}  {:.3}× [{lo:.2}–{hi:.2}]",
-            case.name,
-            paired::format_ns(paired::median(&ours)),
-            paired::format_ns(paired::median(&theirs)),
-            paired::median(&ratios)
-        );
+        case.print_rounds(rounds, 1);
     }
 }

@@ -29,9 +29,12 @@ use criterion::Criterion;
 use rayon::prelude::*;
 use senders::{Grain, SenderExt, StaticThreadPool, schedule, sync_wait};
 
+#[path = "common/cases.rs"]
+mod cases;
 #[path = "common/paired.rs"]
 #[allow(dead_code)] // shared by the benches; this one uses part of it
 mod paired;
+use cases::Case;
 
 /// Workers on both sides.
 const THREADS: usize = 2;
@@ -110,13 +113,6 @@ fn min_len(sch: &senders::PoolScheduler, v: &mut [u64]) {
 
 fn rayon_min_len(v: &mut [u64]) {
     v.par_iter_mut().with_min_len(MIN_LEN).for_each(|x| *x = step(*x));
-}
-
-/// One case of the interleaved rounds.
-struct Case<'a> {
-    name: &'static str,
-    ours: Box<dyn FnMut() + 'a>,
-    rayon: Box<dyn FnMut() + 'a>,
 }
 
 fn main() {
@@ -244,18 +240,6 @@ fn main() {
         let t = std::time::Instant::now();
         (case.ours)();
         let n = paired::batch(t.elapsed().as_nanos() as f64);
-        let rounds = paired::paired_rounds(ROUNDS, (&mut *case.ours, n), (&mut *case.rayon, n));
-        let ratios: Vec<f64> = rounds.iter().map(|(o, r)| o / r).collect();
-        let ours: Vec<f64> = rounds.iter().map(|r| r.0).collect();
-        let theirs: Vec<f64> = rounds.iter().map(|r| r.1).collect();
-        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().copied().fold(0.0, f64::max);
-        println!(
-            "{:<10} ours {:>10}  rayon {:>10}  {:.3}× [{lo:.2}–{hi:.2}]",
-            case.name,
-            paired::format_ns(paired::median(&ours)),
-            paired::format_ns(paired::median(&theirs)),
-            paired::median(&ratios)
-        );
+        case.print_rounds(ROUNDS, n);
     }
 }
