@@ -56,6 +56,8 @@ impl Ctx {
 /// A named form.
 pub struct Form<W> {
     pub name: &'static str,
+    /// What the form is, for the report's rows.
+    pub label: &'static str,
     /// Whether this is one of rayon's forms (a ratio's denominator is rayon's best).
     pub rayon: bool,
     pub run: fn(&Ctx, W) -> Counts,
@@ -64,16 +66,46 @@ pub struct Form<W> {
 /// Every form, sequential first, then rayon's, then ours.
 pub fn forms<W: TreeWork>() -> Vec<Form<W>> {
     vec![
-        Form { name: "seq", rayon: false, run: seq_form },
-        Form { name: "rayon_scope", rayon: true, run: rayon_scope_form },
-        Form { name: "rayon_par_iter", rayon: true, run: rayon_par_iter_form },
-        Form { name: "rayon_join", rayon: true, run: rayon_join_form },
-        Form { name: "let_scope_spawn", rayon: false, run: let_scope_form },
-        Form { name: "counting_spawn", rayon: false, run: counting_form },
-        Form { name: "nested_sync_wait", rayon: false, run: nested_form },
-        Form { name: "task", rayon: false, run: task_form },
-        Form { name: "any_defer", rayon: false, run: any_defer_form },
-        Form { name: "latent_spawn", rayon: false, run: latent_form },
+        Form { name: "seq", label: "sequential recursion", rayon: false, run: seq_form },
+        Form { name: "rayon_scope", label: "`rayon::scope`, a `spawn` per child", rayon: true, run: rayon_scope_form },
+        Form { name: "rayon_par_iter", label: "`par_iter` over the children", rayon: true, run: rayon_par_iter_form },
+        Form {
+            name: "rayon_join",
+            label: "`rayon::join` over halves of the children",
+            rayon: true,
+            run: rayon_join_form,
+        },
+        Form {
+            name: "let_scope_spawn",
+            label: "a `spawn` per child into `let_async_scope`",
+            rayon: false,
+            run: let_scope_form,
+        },
+        Form {
+            name: "counting_spawn",
+            label: "a `spawn` per child into a `CountingScope`",
+            rayon: false,
+            run: counting_form,
+        },
+        Form {
+            name: "nested_sync_wait",
+            label: "nested `sync_wait(when_all_iter(..))`",
+            rayon: false,
+            run: nested_form,
+        },
+        Form { name: "task", label: "a `Task` per node awaiting `when_all_iter`", rayon: false, run: task_form },
+        Form {
+            name: "any_defer",
+            label: "`AnySender` + `defer(when_all_iter(..))`",
+            rayon: false,
+            run: any_defer_form,
+        },
+        Form {
+            name: "latent_spawn",
+            label: "the `CountingScope` spawn on a `latent_forks` pool",
+            rayon: false,
+            run: latent_form,
+        },
     ]
 }
 
