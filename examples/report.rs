@@ -50,7 +50,7 @@
 //! | sum of `u64`s | `bulk_reduce` (a fold per chunk, then the combines) | `par_iter().fold(..).reduce(..)` | — |
 //! | scale the rows of a matrix | `bulk_chunks_mut` | `par_chunks_mut(..).enumerate().for_each(..)` | — |
 //! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
-//! | UTS T1, T3 and nqueens(12) | each form of `benches/trees.rs` (`--quick`: T1's `CountingScope` spawn form) | `par_iter` over the children | — |
+//! | UTS T1, T3 and nqueens(12) | the forms of `benches/trees.rs` (`--quick`: T1's `CountingScope` spawn form; `--full`: every form on T1, that one on T3 and nqueens(12)) | `par_iter` over the children | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
@@ -809,12 +809,13 @@ fn workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
     ]
 }
 
-/// The rows of `benches/trees.rs`: UTS's T1 and T3 and nqueens(12), each of our forms
-/// (`benches/common/tree_forms.rs`) against rayon's `par_iter` form; `--quick` times
-/// only T1's `CountingScope` spawn form. Every call checks the tree's counts.
+/// The rows of `benches/trees.rs`, each of our forms (`benches/common/tree_forms.rs`)
+/// against rayon's `par_iter` form: `--quick` times T1's `CountingScope` spawn form;
+/// `--full` every form on T1 and the `CountingScope` spawn form on T3 and nqueens(12)
+/// (about 3 minutes more). Every call checks the tree's counts.
 fn tree_rows(threads: usize, mode: Mode) -> Vec<Workload<'static>> {
     use uts::TreeWork;
-    fn rows<W: TreeWork>(ctx: &'static tree_forms::Ctx, w: W, mode: Mode, out: &mut Vec<Workload<'static>>) {
+    fn rows<W: TreeWork>(ctx: &'static tree_forms::Ctx, w: W, every: bool, out: &mut Vec<Workload<'static>>) {
         let all = tree_forms::forms::<W>();
         let rayon_run = all.iter().find(|f| f.name == "rayon_par_iter").expect("rayon's par_iter form").run;
         let checked = move |got: uts::Counts| {
@@ -822,7 +823,7 @@ fn tree_rows(threads: usize, mode: Mode) -> Vec<Workload<'static>> {
             got.nodes
         };
         let ours = all.into_iter().filter(|f| !f.rayon && f.name != "seq");
-        for f in ours.filter(|f| mode == Mode::Full || f.name == "counting_spawn") {
+        for f in ours.filter(|f| every || f.name == "counting_spawn") {
             let run = f.run;
             out.push(
                 Workload::new(format!("{} ({}k nodes), {}", w.name(), w.expect().nodes / 1000, f.label), move || {
@@ -835,10 +836,10 @@ fn tree_rows(threads: usize, mode: Mode) -> Vec<Workload<'static>> {
     }
     let ctx: &'static tree_forms::Ctx = Box::leak(Box::new(tree_forms::Ctx::new(threads)));
     let mut out = Vec::new();
-    rows(ctx, uts::T1, mode, &mut out);
+    rows(ctx, uts::T1, mode == Mode::Full, &mut out);
     if mode == Mode::Full {
-        rows(ctx, uts::T3, mode, &mut out);
-        rows(ctx, nqueens::NQ12, mode, &mut out);
+        rows(ctx, uts::T3, false, &mut out);
+        rows(ctx, nqueens::NQ12, false, &mut out);
     }
     out
 }

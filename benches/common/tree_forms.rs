@@ -22,6 +22,10 @@ use senders::{
 
 use super::uts::{Counts, TreeWork};
 
+/// The workers' stacks on every side: the recursive forms nest a call per level, and
+/// rayon's default (2 MiB) already overflows on T3's depth (1572); T3L's is 17,844.
+const STACK: usize = 64 << 20;
+
 /// The pools of the forms: ours, ours with latent forks, rayon's; and the side
 /// counters of the forms that need them `'static`.
 pub struct Ctx {
@@ -36,15 +40,19 @@ impl Ctx {
     /// Pools of `threads` workers each (the schedulers and the sink are leaked: the
     /// `CountingScope` forms need them `'static`, as a user's do).
     pub fn new(threads: usize) -> Ctx {
-        let pool = StaticThreadPool::new(threads).expect("a pool");
-        let latent = StaticThreadPool::builder().num_threads(threads).latent_forks(true).build().expect("a pool");
+        let pool = StaticThreadPool::builder().num_threads(threads).stack_size(STACK).build().expect("a pool");
+        let latent = StaticThreadPool::builder()
+            .num_threads(threads)
+            .stack_size(STACK)
+            .latent_forks(true)
+            .build()
+            .expect("a pool");
         Ctx {
             sch: Box::leak(Box::new(pool.scheduler())),
             latent_sch: Box::leak(Box::new(latent.scheduler())),
-            // Our workers' stacks (8 MiB): rayon's default (2 MiB) overflows on T3's depth.
             rayon: rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
-                .stack_size(senders::pool::DEFAULT_STACK_SIZE)
+                .stack_size(STACK)
                 .build()
                 .expect("a rayon pool"),
             sink: Box::leak(Box::new(Sink::default())),
