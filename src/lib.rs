@@ -162,6 +162,7 @@ pub use scope::{
     CountingScope, CountingToken, LetScopeToken, ScopeToken, SimpleCountingScope, SimpleCountingToken, Spawnable,
     let_async_scope, nest, spawn, spawn_future,
 };
+pub use scope::{LetReduceToken, ReduceToken, ReducingScope, let_async_scope_reduce};
 pub use sender::{Awaitable, OperationState, Sender, SenderTo};
 pub use stop::{InplaceStopSource, StopCallback, StopToken};
 pub use task::{Task, awaited, change_scheduler};
