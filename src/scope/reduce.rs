@@ -113,20 +113,20 @@ impl<A, I: Fn() -> A, F, M: Fn(A, A) -> A> Reduction<A, I, F, M> {
     where
         F: Fn(&mut A, T),
     {
-        if let Some(slot) = shard_index::current().and_then(|i| self.slots.get(i)) {
-            if !slot.busy.replace(true) {
-                let _busy = Busy(&slot.busy);
-                // SAFETY: only this thread, the owner of the slot's shard index, touches
-                // the slot while the scope is open (module docs), and `busy` keeps a
-                // re-entrant fold on this thread out of it: this is the one reference.
-                let acc = unsafe { &mut *slot.acc.get() };
-                let acc = match acc {
-                    Some(acc) => acc,
-                    None => acc.insert((self.init)()),
-                };
-                (self.fold)(acc, value);
-                return;
-            }
+        if let Some(slot) = shard_index::current().and_then(|i| self.slots.get(i))
+            && !slot.busy.replace(true)
+        {
+            let _busy = Busy(&slot.busy);
+            // SAFETY: only this thread, the owner of the slot's shard index, touches
+            // the slot while the scope is open (module docs), and `busy` keeps a
+            // re-entrant fold on this thread out of it: this is the one reference.
+            let acc = unsafe { &mut *slot.acc.get() };
+            let acc = match acc {
+                Some(acc) => acc,
+                None => acc.insert((self.init)()),
+            };
+            (self.fold)(acc, value);
+            return;
         }
         self.fold_shared(value)
     }
@@ -487,14 +487,12 @@ where
     }
 }
 
+/// The final receiver of a `let_async_scope_reduce` and its reduction's handle.
+type MergeParts<R, A, I, F, M, T> = (MergeReceiver<R, Reduction<A, I, F, M>>, Handle<T>);
+
 /// Makes the final receiver of a `let_async_scope_reduce` and the handle its body's
 /// token carries.
-pub(crate) fn merge_receiver<A, T, I, F, M, R>(
-    init: I,
-    fold: F,
-    merge: M,
-    rcvr: R,
-) -> (MergeReceiver<R, Reduction<A, I, F, M>>, Handle<T>)
+pub(crate) fn merge_receiver<A, T, I, F, M, R>(init: I, fold: F, merge: M, rcvr: R) -> MergeParts<R, A, I, F, M, T>
 where
     A: Send,
     I: Fn() -> A + Sync,
@@ -758,6 +756,9 @@ where
     }
 }
 
+/// The variance and types a [`LetAsyncScopeReduce`] carries without values.
+type ReduceMarker<'env, T, A, Sch, S2> = PhantomData<(Invariant<'env>, fn(T) -> A, fn() -> (Sch, S2))>;
+
 /// The sender of [`let_async_scope_reduce`].
 #[must_use = "senders do nothing unless connected and started"]
 pub struct LetAsyncScopeReduce<'env, S, T, A, I, Fo, M, F, Sch, S2> {
@@ -766,7 +767,7 @@ pub struct LetAsyncScopeReduce<'env, S, T, A, I, Fo, M, F, Sch, S2> {
     fold: Fo,
     merge: M,
     f: F,
-    _p: PhantomData<(Invariant<'env>, fn(T) -> A, fn() -> (Sch, S2))>,
+    _p: ReduceMarker<'env, T, A, Sch, S2>,
 }
 
 impl<S, T, A, I, Fo, M, F, Sch, S2> std::fmt::Debug for LetAsyncScopeReduce<'_, S, T, A, I, Fo, M, F, Sch, S2> {
