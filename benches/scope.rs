@@ -9,6 +9,7 @@
 //! | `bookkeeping` | the no-work tree into a sharded `CountingScope` | the same with `CounterKind::SingleAtomic` | ≥ 2× faster than the single atomic |
 //! | `let_scope_vec` | a tree laid out in a `Vec<Node>` through `let_async_scope`, the closures capturing `&[Node]` and an index | the same in a `CountingScope` over a leaked `'static` slice | ≤ 1.05× `CountingScope`'s time |
 //! | `spawn_floor/no_work`, `spawn_floor/work_300ns` | the `tree_spawn` tree (`senders`; `senders_latent`: a pool with `latent_forks`) | its floor (`floor_count`: `rayon::join` with a heap block and a counted association per child; `floor_storage`: no count); `rayon::join`; plain recursion | ≤ 1.5× `rayon::join`'s time; ≥ 1.85× faster than sequential |
+//! | `reduce_tree` | a 2^20 − 1 node tree whose nodes return their heap index, summed through `let_async_scope_reduce` (`let_reduce`) and a `ReducingScope` (`counting_reduce`) | the same sum into one shared `AtomicU64` in a `let_async_scope` (`let_atomic`, the README's old form); the plain `let_async_scope` tree without values (`let_plain`); `rayon::scope` + an `AtomicU64`; rayon's `par_iter().map().sum()` over each node's children | ≤ 1.05× `let_plain`'s time (a speedup ≥ 0.95) |
 //! | `let_scope/no_work`, `let_scope/work_300ns` | the tree through `let_async_scope` + `spawn` (borrowing the scheduler and the counters, not `'static`) | the `CountingScope` tree above; `rayon::join` recursion | no slower than `CountingScope` (≤ 1.05× its time, a speedup ≥ 0.95) |
 //!
 //! ```text
@@ -47,15 +48,17 @@ use std::cell::RefCell;
 use std::hint::black_box;
 use std::rc::Rc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use crossbeam_utils::CachePadded;
+use rayon::prelude::*;
 use senders::{
-    CountingScope, CountingToken, LetScopeToken, PoolScheduler, Scheduler, Sender, SenderExt, SenderTo, Spawnable,
-    StaticThreadPool, just, schedule, scope::CounterKind, spawn, starts_on, sync_wait,
+    CountingScope, CountingToken, LetReduceToken, LetScopeToken, PoolScheduler, ReduceToken, ReducingScope, Scheduler,
+    Sender, SenderExt, SenderTo, Spawnable, StaticThreadPool, just, schedule, scope::CounterKind, spawn, starts_on,
+    sync_wait,
 };
 
 /// Workers in every pool.
@@ -223,6 +226,112 @@ fn let_tree(sch: &PoolScheduler, iters: u64, count: Option<&Counts>) {
         spawn(let_node(tk, sch, TREE_DEPTH, iters, count), tk);
     });
     sync_wait(starts_on(sch.clone(), work)).unwrap();
+}
+
+/// The sum of the reduction trees' heap indices `1..=TREE_NODES`.
+const REDUCE_SUM: u64 = TREE_NODES as u64 * (TREE_NODES as u64 + 1) / 2;
+
+/// The heap-numbered children of node `i` that exist.
+fn children(i: u64) -> impl Iterator<Item = u64> {
+    [2 * i, 2 * i + 1].into_iter().filter(|&c| c <= TREE_NODES as u64)
+}
+
+/// The token of a reducing `let_async_scope` whose work returns `u64`.
+type ReduceTk<'s, 'e> = LetReduceToken<'s, 'e, PoolScheduler, u64>;
+
+/// A node of the reducing tree: spawns its children, returns its index.
+fn let_reduce_node<'s, 'e>(tk: ReduceTk<'s, 'e>, sch: &'s PoolScheduler, i: u64) -> impl Spawnable<ReduceTk<'s, 'e>> {
+    schedule(sch).then(move |()| {
+        for c in children(i) {
+            spawn(let_reduce_node(tk, sch, c), tk);
+        }
+        i
+    })
+}
+
+/// The sum of the tree's indices, returned through a `let_async_scope_reduce`.
+fn let_reduce_tree(sch: &PoolScheduler) -> u64 {
+    let work = just(()).let_async_scope_reduce(
+        || 0,
+        |a: &mut u64, v| *a += v,
+        |a, b| a + b,
+        |tk, ()| {
+            spawn(let_reduce_node(tk, sch, 1), tk);
+        },
+    );
+    sync_wait(starts_on(sch.clone(), work)).unwrap().unwrap()
+}
+
+/// The same tree adding into one shared atomic (a line every worker writes at every
+/// node), in a plain `let_async_scope`.
+fn let_atomic_node<'s, 'e>(
+    tk: Token<'s, 'e>,
+    sch: &'s PoolScheduler,
+    i: u64,
+    sum: &'s AtomicU64,
+) -> impl Spawnable<Token<'s, 'e>> {
+    schedule(sch).then(move |()| {
+        for c in children(i) {
+            spawn(let_atomic_node(tk, sch, c, sum), tk);
+        }
+        sum.fetch_add(i, Ordering::Relaxed);
+    })
+}
+
+fn let_atomic_tree(sch: &PoolScheduler) -> u64 {
+    let sum = AtomicU64::new(0);
+    let sum_ref = &sum;
+    let work = just(()).let_async_scope(|tk, ()| {
+        spawn(let_atomic_node(tk, sch, 1, sum_ref), tk);
+    });
+    sync_wait(starts_on(sch.clone(), work)).unwrap();
+    sum.into_inner()
+}
+
+/// The reducing tree in a `ReducingScope` (`'static` work).
+type CountReduceTk = ReduceToken<CountingToken, u64>;
+
+fn counting_reduce_node(tk: CountReduceTk, sch: &'static PoolScheduler, i: u64) {
+    for c in children(i) {
+        spawn(sch.schedule().then(move |()| counting_reduce_node_value(tk, sch, c)), tk);
+    }
+}
+
+fn counting_reduce_node_value(tk: CountReduceTk, sch: &'static PoolScheduler, i: u64) -> u64 {
+    counting_reduce_node(tk, sch, i);
+    i
+}
+
+fn counting_reduce_tree(sch: &'static PoolScheduler) -> u64 {
+    let mut scope = ReducingScope::new(|| 0, |a: &mut u64, v: u64| *a += v, |a, b| a + b);
+    let tk = scope.token();
+    spawn(sch.schedule().then(move |()| counting_reduce_node_value(tk, sch, 1)), tk);
+    sync_wait(scope.join()).unwrap().unwrap()
+}
+
+fn rayon_scope_atomic_node<'s>(s: &rayon::Scope<'s>, i: u64, sum: &'s AtomicU64) {
+    for c in children(i) {
+        s.spawn(move |s| rayon_scope_atomic_node(s, c, sum));
+    }
+    sum.fetch_add(i, Ordering::Relaxed);
+}
+
+fn rayon_scope_atomic_tree(rpool: &rayon::ThreadPool) -> u64 {
+    let sum = AtomicU64::new(0);
+    rpool.install(|| rayon::scope(|s| rayon_scope_atomic_node(s, 1, &sum)));
+    sum.into_inner()
+}
+
+fn rayon_par_iter_node(i: u64) -> u64 {
+    i + [2 * i, 2 * i + 1].into_par_iter().filter(|&c| c <= TREE_NODES as u64).map(rayon_par_iter_node).sum::<u64>()
+}
+
+fn rayon_par_iter_tree(rpool: &rayon::ThreadPool) -> u64 {
+    rpool.install(|| rayon_par_iter_node(1))
+}
+
+fn seq_reduce_node(i: u64) -> u64 {
+    i + children(black_box(i)).map(seq_reduce_node).sum::<u64>()
 }
 
 /// A node of the trees laid out in an array (`vec_tree`, `let_vec_tree`): node `i`'s
@@ -699,6 +808,36 @@ fn let_scope(c: &mut Criterion) {
     }
 }
 
+/// Spawned work returning values: the reducing scopes against the shared atomic, the
+/// plain spawn tree and rayon's forms. Every form's sum is checked against the
+/// sequential one first.
+fn reduce_tree(c: &mut Criterion) {
+    let (_pool, sch, rpool) = pools();
+    assert_eq!(seq_reduce_node(1), REDUCE_SUM, "sequential");
+    assert_eq!(let_reduce_tree(sch), REDUCE_SUM, "let_async_scope_reduce");
+    assert_eq!(counting_reduce_tree(sch), REDUCE_SUM, "ReducingScope");
+    assert_eq!(let_atomic_tree(sch), REDUCE_SUM, "let_async_scope + AtomicU64");
+    assert_eq!(rayon_scope_atomic_tree(&rpool), REDUCE_SUM, "rayon::scope + AtomicU64");
+    assert_eq!(rayon_par_iter_tree(&rpool), REDUCE_SUM, "rayon par_iter");
+    check("reduce group, plain let tree", TREE_NODES, |c| let_tree(sch, 0, Some(c)));
+
+    let mut g = Group::new(c, "reduce_tree");
+    g.bench("let_reduce", || assert_eq!(black_box(let_reduce_tree(sch)), REDUCE_SUM));
+    g.bench("let_plain", || let_tree(sch, 0, None));
+    g.bench("let_atomic", || assert_eq!(black_box(let_atomic_tree(sch)), REDUCE_SUM));
+    g.bench("counting_reduce", || assert_eq!(black_box(counting_reduce_tree(sch)), REDUCE_SUM));
+    g.bench("counting_plain", || ours_tree(sch, CounterKind::Sharded, 0, None));
+    g.bench("rayon_scope_atomic", || assert_eq!(black_box(rayon_scope_atomic_tree(&rpool)), REDUCE_SUM));
+    g.bench("rayon_par_iter", || assert_eq!(black_box(rayon_par_iter_tree(&rpool)), REDUCE_SUM));
+    g.finish(&[
+        Pair { ours: "let_reduce", base: "let_plain", target: Some(1.0 / 1.05) },
+        Pair { ours: "let_reduce", base: "let_atomic", target: None },
+        Pair { ours: "counting_reduce", base: "counting_plain", target: Some(1.0 / 1.05) },
+        Pair { ours: "let_reduce", base: "rayon_scope_atomic", target: None },
+        Pair { ours: "let_reduce", base: "rayon_par_iter", target: None },
+    ]);
+}
+
 /// The array-laid tree: `let_async_scope` (closures borrowing the slice) against
 /// `CountingScope` (a leaked `'static` slice), no work.
 fn let_scope_vec(c: &mut Criterion) {
@@ -761,7 +900,7 @@ fn spawn_floor(c: &mut Criterion) {
 criterion::criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope, let_scope_vec, spawn_floor
+    targets = tree_no_work, tree_work, flat_spawn, bookkeeping, let_scope, let_scope_vec, spawn_floor, reduce_tree
 }
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
@@ -769,7 +908,9 @@ criterion::criterion_group! {
 /// `tree_work`, `rayon_tree`, `flat`,
 /// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work`, `rayon_join_tree`,
 /// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work`, `floor_storage_tree`,
-/// `vec_tree` or `let_vec_tree`.
+/// `vec_tree`, `let_vec_tree`, `let_reduce_tree`, `let_atomic_tree` or
+/// `counting_reduce_tree` (for the plain spawn form of the last, `tree`; of the first two,
+/// `let_tree`).
 fn profile(spec: &str) {
     let mut parts = spec.split(':');
     let what = parts.next().unwrap_or("tree");
@@ -792,6 +933,9 @@ fn profile(spec: &str) {
             "rayon_join_tree" | "rayon_join_tree_work" => rayon_join_tree(&rpool, iters, None),
             "floor_tree" | "floor_tree_work" => floor_tree::<true>(&rpool, iters, None),
             "floor_storage_tree" => floor_tree::<false>(&rpool, 0, None),
+            "let_reduce_tree" => assert_eq!(let_reduce_tree(sch), REDUCE_SUM),
+            "let_atomic_tree" => assert_eq!(let_atomic_tree(sch), REDUCE_SUM),
+            "counting_reduce_tree" => assert_eq!(counting_reduce_tree(sch), REDUCE_SUM),
             "flat" => ours_flat(sch, None),
             "rayon_flat" => rayon_flat(&rpool, None),
             other => panic!("unknown profile workload {other:?}"),

@@ -1,20 +1,23 @@
 //! A binary tree of 2^20 − 1 nodes, built on `main`'s stack and processed with one
-//! `spawn` per node into a `let_async_scope` on a `StaticThreadPool` (the spawned work
-//! borrows the tree: nothing is leaked or `'static`), and, for comparison, with
-//! `rayon::scope`, with `rayon::join` and sequentially.
+//! `spawn` per node into a `let_async_scope_reduce` on a `StaticThreadPool` (the spawned
+//! work borrows the tree: nothing is leaked or `'static`; each node returns its
+//! contribution, which the worker that ran it folds into its own accumulator, and the
+//! scope's join merges them), and, for comparison, with `rayon::scope`, with `rayon::join`
+//! and sequentially.
 //!
 //! Run it with `cargo run --release --example tree`; an argument sets the depth (at most
-//! 20), e.g. `cargo run --release --example tree -- 10` for a small tree. Every node hashes its value and adds
-//! the hash, tagged with a count, into a per-thread accumulator; after each run the
-//! total must equal the expected one, so every node was visited exactly once (the
-//! example panics otherwise). The table gives the best wall time of [`RUNS`] runs of each
+//! 20), e.g. `cargo run --release --example tree -- 10` for a small tree. Every node hashes its value;
+//! the hash, tagged with a count, is returned through the scope (ours) or added into a
+//! per-thread accumulator (rayon's and the sequential ways); after each run the total
+//! must equal the expected one, so every node was visited exactly once (the example
+//! panics otherwise). The table gives the best wall time of [`RUNS`] runs of each
 //! way and the ratios.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use senders::{
-    LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
+    LetReduceToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool, just, schedule, spawn, starts_on, sync_wait,
 };
 
 /// Depth of the tree by default: `2^DEPTH - 1` nodes.
@@ -62,8 +65,8 @@ fn contribution(value: u64) -> u64 {
     (1 << 40) + (hash(value) & 0xF_FFFF)
 }
 
-/// Accumulators, one cache line each; a thread adds into its own, so visiting a node
-/// costs an uncontended atomic add.
+/// Accumulators of rayon's and the sequential ways, one cache line each; a thread adds
+/// into its own, so visiting a node costs an uncontended atomic add.
 const SLOTS: usize = 64;
 
 #[repr(align(128))]
@@ -88,26 +91,34 @@ fn take_total() -> u64 {
 }
 
 /// The token of a scope whose outer scheduler is the pool (it runs under
-/// `starts_on(pool)`): its work may borrow anything that lives for `'s`.
-type Token<'s, 'e> = LetScopeToken<'s, 'e, PoolScheduler>;
+/// `starts_on(pool)`) and whose work returns a `u64`: its work may borrow anything that
+/// lives for `'s`.
+type Token<'s, 'e> = LetReduceToken<'s, 'e, PoolScheduler, u64>;
 
-/// Ours: each node's work visits it and spawns one `schedule().then(..)` per child into
-/// the scope; from a worker, the pool pushes it on that worker's deque. The tree and the
-/// scheduler are borrowed.
+/// Ours: each node's work spawns one `schedule().then(..)` per child into the scope (from
+/// a worker, the pool pushes it on that worker's deque) and returns its contribution,
+/// folded into the accumulator of the worker that ran it. The tree and the scheduler are
+/// borrowed.
 fn ours_node<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, node: &'s Tree) -> impl Spawnable<Token<'s, 'e>> {
     schedule(sch).then(move |()| {
-        visit(node);
         for child in [&node.left, &node.right].into_iter().flatten() {
             spawn(ours_node(tk, sch, child), tk);
         }
+        contribution(node.value)
     })
 }
 
-fn ours(root: &Tree, sch: &PoolScheduler) {
-    let work = just(()).let_async_scope(|tk, ()| {
-        spawn(ours_node(tk, sch, root), tk);
-    });
-    sync_wait(starts_on(sch.clone(), work)).expect("infallible").expect("not stopped");
+/// The total, returned through the scope: the merged accumulators.
+fn ours(root: &Tree, sch: &PoolScheduler) -> u64 {
+    let work = just(()).let_async_scope_reduce(
+        || 0,
+        |acc: &mut u64, c| *acc += c,
+        |a, b| a + b,
+        |tk, ()| {
+            spawn(ours_node(tk, sch, root), tk);
+        },
+    );
+    sync_wait(starts_on(sch.clone(), work)).expect("infallible").expect("not stopped")
 }
 
 fn rayon_scope_node<'s>(s: &rayon::Scope<'s>, node: &'s Tree) {
@@ -138,15 +149,15 @@ fn sequential(node: &Tree) {
     }
 }
 
-/// Runs `f` [`RUNS`] times, checking the total each time; returns the best wall time.
-fn best_of(name: &str, want: u64, mut f: impl FnMut()) -> Duration {
+/// Runs `f` [`RUNS`] times, checking the total it returns each time; returns the best
+/// wall time.
+fn best_of(name: &str, want: u64, mut f: impl FnMut() -> u64) -> Duration {
     take_total();
     (0..RUNS)
         .map(|run| {
             let start = Instant::now();
-            f();
+            let got = f();
             let elapsed = start.elapsed();
-            let got = take_total();
             assert_eq!(
                 got,
                 want,
@@ -178,13 +189,28 @@ fn main() {
 
     println!("binary tree: {nodes} nodes, {HASH_ROUNDS} hash rounds per node, {threads} workers, best of {RUNS} runs");
     let results = [
-        ("senders: spawn per node in let_async_scope", best_of("senders", want, || ours(root, &sch))),
+        ("senders: spawn per node, let_async_scope_reduce", best_of("senders", want, || ours(root, &sch))),
         (
             "rayon::scope + s.spawn per node",
-            best_of("rayon::scope", want, || rpool.install(|| rayon::scope(|s| rayon_scope_node(s, root)))),
+            best_of("rayon::scope", want, || {
+                rpool.install(|| rayon::scope(|s| rayon_scope_node(s, root)));
+                take_total()
+            }),
         ),
-        ("rayon::join recursion", best_of("rayon::join", want, || rpool.install(|| rayon_join(root)))),
-        ("sequential recursion", best_of("sequential", want, || sequential(root))),
+        (
+            "rayon::join recursion",
+            best_of("rayon::join", want, || {
+                rpool.install(|| rayon_join(root));
+                take_total()
+            }),
+        ),
+        (
+            "sequential recursion",
+            best_of("sequential", want, || {
+                sequential(root);
+                take_total()
+            }),
+        ),
     ];
     let ours_t = results[0].1.as_secs_f64();
     let seq_t = results[3].1.as_secs_f64();

@@ -17,7 +17,7 @@ use crate::domain::MaybeDomain;
 use crate::env::Query;
 use crate::scheduler::NoScheduler;
 use crate::scheduler::{MaybeScheduler, Scheduler};
-use crate::scope::{self, IntoScopeSender, LetAsyncScope, LetScopeToken};
+use crate::scope::{self, IntoScopeSender, LetAsyncScope, LetAsyncScopeReduce, LetReduceToken, LetScopeToken};
 use crate::sender::{Sender, SenderTo};
 use crate::task::{AwaitRcvr, Awaited};
 
@@ -599,6 +599,72 @@ pub trait SenderExt: Sender {
         Sch: MaybeScheduler,
     {
         scope::let_async_scope(self, f)
+    }
+
+    /// A [`let_async_scope`](Self::let_async_scope) whose spawned work returns values:
+    /// `f(token, &mut value)` gets a [`LetReduceToken`], and every sender of value `T`
+    /// spawned through it (at any depth) has its value folded into an accumulator of the
+    /// worker that completes it (`fold`, each accumulator starting from `init()`). Once
+    /// the scope is joined, the accumulators are merged (`merge`) and the merged value is
+    /// this sender's completion (`init()` if nothing was folded).
+    ///
+    /// - A fold is a plain call on the completing worker's own accumulator: no atomic, no
+    ///   shared cache line, no allocation per spawn. A value completed on a thread that is
+    ///   no pool worker is folded into one shared accumulator under a lock.
+    /// - `fold` and `merge` should make the result independent of how the values are split
+    ///   between accumulators (a sum, a count, a maximum, a multiset): which worker
+    ///   completes which work is the pool's choice. The accumulator need not be `Copy`,
+    ///   `Clone` or `Default`.
+    /// - `f` returns a sender of `()` (or `()`); work of value `()` that is not folded goes
+    ///   through [`ReduceToken::token`](crate::ReduceToken::token), the plain token.
+    /// - Errors, panics and stop requests are those of `let_async_scope`: the first error
+    ///   (or panic, of the work, of `init`, `fold` or `merge`) wins and stops the rest. If
+    ///   some reducing work completes stopped, its value is missing and the sender
+    ///   completes stopped. In every case but the value, the accumulators are dropped
+    ///   before the completion.
+    ///
+    /// ```
+    /// use senders::prelude::*;
+    ///
+    /// struct Tree { value: u64, children: Vec<Tree> }
+    /// type Tk<'s, 'e> = LetReduceToken<'s, 'e, PoolScheduler, u64>;
+    ///
+    /// fn visit<'s, 'e>(tk: Tk<'s, 'e>, sch: &'s PoolScheduler, t: &'s Tree) -> impl Spawnable<Tk<'s, 'e>> {
+    ///     schedule(sch).then(move |()| {
+    ///         t.children.iter().for_each(|c| _ = spawn(visit(tk, sch, c), tk));
+    ///         t.value
+    ///     })
+    /// }
+    ///
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let sch = pool.scheduler();
+    /// let leaf = |value| Tree { value, children: vec![] };
+    /// let tree = Tree { value: 1, children: vec![leaf(2), Tree { value: 3, children: vec![leaf(4)] }] };
+    /// let (t, sc) = (&tree, &sch);
+    /// let work = just(()).let_async_scope_reduce(|| 0, |sum: &mut u64, v| *sum += v, |a, b| a + b, |tk, ()| {
+    ///     spawn(visit(tk, sc, t), tk);
+    /// });
+    /// assert_eq!(sync_wait(starts_on(sch.clone(), work)).unwrap(), Some(10));
+    /// ```
+    #[allow(clippy::type_complexity)]
+    fn let_async_scope_reduce<'env, T, A, I, Fo, M, F, Sch, S2>(
+        self,
+        init: I,
+        fold: Fo,
+        merge: M,
+        f: F,
+    ) -> LetAsyncScopeReduce<'env, Self, T, A, I, Fo, M, F, Sch, S2>
+    where
+        A: Send,
+        I: Fn() -> A + Send + Sync,
+        Fo: Fn(&mut A, T) + Send + Sync,
+        M: Fn(A, A) -> A + Send + Sync,
+        F: for<'s> FnOnce(LetReduceToken<'s, 'env, Sch, T, Self::Error>, &'s mut Self::Value) -> S2,
+        S2: IntoScopeSender<Self::Error>,
+        S2::Sender: Sender<Value = ()>,
+        Sch: MaybeScheduler,
+    {
+        scope::let_async_scope_reduce(self, init, fold, merge, f)
     }
 
     /// The sender as a [`Future`](std::future::Future) for any executor: see

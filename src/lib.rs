@@ -18,8 +18,8 @@
 //! # Getting started
 //!
 //! - `cargo run --release --example tree`: a million-node tree owned by `main`, one
-//!   `spawn` per node into a `let_async_scope` whose work borrows the tree, timed against
-//!   rayon.
+//!   `spawn` per node into a `let_async_scope_reduce` whose work borrows the tree and
+//!   returns each node's value through the scope, timed against rayon.
 //! - `cargo run --release --example mergesort` (and `matmul`, `strassen`): divide and
 //!   conquer as sender graphs, each node lending parts of its buffers to its children
 //!   with [`let_value_ref`](SenderExt::let_value_ref) and using the whole again after.
@@ -35,38 +35,36 @@
 //!
 //! # A tree on the pool, borrowed
 //!
-//! Each node's work runs on the pool and spawns its children's into the same
-//! `let_async_scope`, which is joined before `sync_wait` returns; so the work borrows the
-//! tree and the sum, which live on the caller's stack.
+//! Each node's work runs on the pool, spawns its children's into the same
+//! [`let_async_scope_reduce`](SenderExt::let_async_scope_reduce), and returns its value,
+//! which the worker that ran it folds into an accumulator of its own. The scope is joined
+//! before `sync_wait` returns, so the work borrows the tree from the caller's stack; the
+//! join merges the accumulators into the scope's value.
 //!
 //! ```
 //! use senders::prelude::*;
-//! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! struct Tree { value: u64, children: Vec<Tree> }
-//! type Token<'s, 'e> = LetScopeToken<'s, 'e, PoolScheduler>;
+//! type Token<'s, 'e> = LetReduceToken<'s, 'e, PoolScheduler, u64>;
 //!
-//! fn visit<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, t: &'s Tree, sum: &'s AtomicU64)
-//!     -> impl Spawnable<Token<'s, 'e>> {
+//! fn visit<'s, 'e>(tk: Token<'s, 'e>, sch: &'s PoolScheduler, t: &'s Tree) -> impl Spawnable<Token<'s, 'e>> {
 //!     schedule(sch).then(move |()| {
-//!         sum.fetch_add(t.value, Ordering::Relaxed);
 //!         for c in &t.children {
-//!             spawn(visit(tk, sch, c, sum), tk);
+//!             spawn(visit(tk, sch, c), tk);
 //!         }
+//!         t.value
 //!     })
 //! }
 //!
 //! let leaf = |value| Tree { value, children: vec![] };
 //! let tree = Tree { value: 1, children: vec![leaf(2), Tree { value: 3, children: vec![leaf(4)] }] };
-//! let sum = AtomicU64::new(0);
 //! let pool = StaticThreadPool::new(2).unwrap();
 //! let sch = pool.scheduler();
-//! let (tree_ref, sum_ref, sch_ref) = (&tree, &sum, &sch);
-//! let work = just(()).let_async_scope(|tk, ()| {
-//!     spawn(visit(tk, sch_ref, tree_ref, sum_ref), tk);
+//! let (tree_ref, sch_ref) = (&tree, &sch);
+//! let work = just(()).let_async_scope_reduce(|| 0, |sum: &mut u64, v| *sum += v, |a, b| a + b, |tk, ()| {
+//!     spawn(visit(tk, sch_ref, tree_ref), tk);
 //! });
-//! sync_wait(starts_on(sch.clone(), work)).unwrap();
-//! assert_eq!(sum.load(Ordering::Relaxed), 10);
+//! assert_eq!(sync_wait(starts_on(sch.clone(), work)).unwrap(), Some(10));
 //! ```
 //!
 //! # Where things are
@@ -99,7 +97,7 @@
 //! | `src/time/` | timed schedulers (`schedule_at`, `schedule_after`), the timer service, `timeout` |
 //! | `src/ext.rs` | [`SenderExt`], the methods that chain adaptors |
 //! | `src/pool/` | [`StaticThreadPool`], its scheduler and its domain; the default pool |
-//! | `src/scope/` | async scopes: tokens, `nest`, `spawn`, `spawn_future`, the counting scopes, `let_async_scope` |
+//! | `src/scope/` | async scopes: tokens, `nest`, `spawn`, `spawn_future`, the counting scopes, `let_async_scope`, scope reductions |
 //! | `src/task/` | [`Task`] and the scheduler it shows the senders it awaits |
 //! | `src/any.rs` | [`AnySender`], the type-erased sender |
 //! | `src/bridge.rs` | senders as Rust futures and futures as senders |
@@ -162,6 +160,7 @@ pub use scope::{
     CountingScope, CountingToken, LetScopeToken, ScopeToken, SimpleCountingScope, SimpleCountingToken, Spawnable,
     let_async_scope, nest, spawn, spawn_future,
 };
+pub use scope::{LetReduceToken, ReduceToken, ReducingScope, let_async_scope_reduce};
 pub use sender::{Awaitable, OperationState, Sender, SenderTo};
 pub use stop::{InplaceStopSource, StopCallback, StopToken};
 pub use task::{Task, awaited, change_scheduler};

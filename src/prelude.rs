@@ -18,5 +18,6 @@ pub use crate::{
     just_stopped, let_async_scope, nest, on, read_env, schedule, schedule_from, spawn, spawn_future, starts_on,
     stop_when, sync_wait, sync_wait_value, when_all, when_all_iter, when_all_with_variant, when_any, when_any_iter,
 };
+pub use crate::{LetReduceToken, ReduceToken, ReducingScope};
 #[cfg(not(loom))]
 pub use crate::{default_pool, parallel_scheduler, schedule_after, schedule_at, timeout};

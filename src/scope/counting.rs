@@ -271,6 +271,16 @@ scope_common!(SimpleCountingScope, SimpleCountingToken, false);
 /// [`request_stop`](Self::request_stop), which reaches every outstanding and future
 /// nested operation: their stop token is merged with the scope's stop source.
 ///
+/// Its work must be `'static`, sender and operation: the scope is an object any code may
+/// keep, so nothing proves that a borrow outlives the work. A sender that borrows a local
+/// fails to compile ("closure may outlive the current function", "borrowed value does
+/// not live long enough", "requires … to outlive `'static`"), and the `+ 'a` the
+/// compiler suggests for an `impl Spawnable` return type ends in the same error. For work that borrows, use
+/// [`let_async_scope`](crate::SenderExt::let_async_scope) (or
+/// [`let_async_scope_reduce`](crate::SenderExt::let_async_scope_reduce) for work that
+/// returns values), whose scope is an operation joined before it completes. Work that
+/// returns values into a `'static` scope goes into a [`ReducingScope`](crate::ReducingScope).
+///
 /// ```
 /// use senders::{CountingScope, SenderExt, just, spawn_future, sync_wait};
 /// let scope = CountingScope::new();

@@ -9,6 +9,7 @@
 //! | `nest.rs` | [`nest`] |
 //! | `counting.rs` | [`SimpleCountingScope`], [`CountingScope`], their tokens and join |
 //! | `let_scope/` | [`let_async_scope`]: the operation (`mod.rs`); the scope's shared part, its token and association (`association.rs`); the final completion, the hop and the returned sender's receiver (`completion.rs`) |
+//! | `reduce.rs` | scope reductions: [`ReduceToken`], [`ReducingScope`], [`let_async_scope_reduce`]: spawned work's values folded per worker, merged at the join |
 //! | `counter.rs` | the sharded counter, its state machine and the join's wait |
 //! | `core.rs` | a scope's counter, stop source and first panic, in type-stable memory |
 
@@ -18,6 +19,7 @@ mod counting;
 pub(crate) mod future;
 mod let_scope;
 mod nest;
+mod reduce;
 pub(crate) mod spawn;
 mod token;
 
@@ -30,9 +32,13 @@ pub use counting::{
 };
 pub use future::{Detached, FutureOp, FutureReceiver, SpawnFuture, spawn_future};
 pub use let_scope::{
-    IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeOp, LetScopeToken,
-    let_async_scope,
+    IntoScopeSender, LetAssociation, LetAsyncScope, LetHop, LetResult, LetScopeFirst, LetScopeFn, LetScopeOp,
+    LetScopeToken, let_async_scope,
 };
 pub use nest::{Nest, NestOp, nest};
+pub use reduce::{
+    FoldReceiver, FoldSender, LetAsyncScopeReduce, LetReduceToken, MergeReceiver, ReduceBody, ReduceJoin,
+    ReduceJoinReceiver, ReduceToken, ReducingScope, let_async_scope_reduce,
+};
 pub use spawn::{SpawnReceiver, Spawnable, spawn};
 pub use token::{Association, ScopeLifetime, ScopeToken};

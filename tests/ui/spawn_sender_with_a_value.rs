@@ -1,4 +1,4 @@
-//! `spawn` takes only senders of `()`: a value would be dropped silently.
+//! `spawn` takes only senders of `()` into a counting scope: a value would be dropped silently (a value goes into a `ReducingScope`, through its `ReduceToken`).
 use senders::{SimpleCountingScope, just, spawn};
 
 fn main() {

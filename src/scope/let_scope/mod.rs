@@ -89,6 +89,29 @@ impl<S: Sender, E> IntoScopeSender<E> for S {
     }
 }
 
+/// The function of a `let_async_scope`: implemented for every
+/// `for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, E>, &'s mut V) -> S2`, and by the body
+/// of a [`let_async_scope_reduce`](crate::SenderExt::let_async_scope_reduce), which
+/// hands its function a [`ReduceToken`](crate::ReduceToken) instead.
+pub trait LetScopeFn<'env, Sch, E, V> {
+    /// What the function returns.
+    type Output;
+    /// Calls the function.
+    #[doc(hidden)]
+    fn call<'s>(self, token: LetScopeToken<'s, 'env, Sch, E>, value: &'s mut V) -> Self::Output;
+}
+
+impl<'env, Sch, E, V, F, S2> LetScopeFn<'env, Sch, E, V> for F
+where
+    F: for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, E>, &'s mut V) -> S2,
+{
+    type Output = S2;
+    #[inline]
+    fn call<'s>(self, token: LetScopeToken<'s, 'env, Sch, E>, value: &'s mut V) -> S2 {
+        self(token, value)
+    }
+}
+
 /// The sender of [`let_async_scope`].
 ///
 /// `'env` is the lifetime of what the sender borrows; `Sch` is the scheduler of the
@@ -179,6 +202,17 @@ where
     Sch: MaybeScheduler,
 {
     LetAsyncScope { sndr, f, _env: PhantomData, _types: PhantomData }
+}
+
+impl<'env, S, F, Sch, S2> LetAsyncScope<'env, S, F, Sch, S2> {
+    /// A `let_async_scope` of `sndr` whose function is `f`.
+    pub(crate) fn with_fn(sndr: S, f: F) -> Self
+    where
+        S: Sender,
+        F: LetScopeFn<'env, Sch, S::Error, S::Value, Output = S2>,
+    {
+        LetAsyncScope { sndr, f, _env: PhantomData, _types: PhantomData }
+    }
 }
 
 sender!(['env, S, F, Sch, S2] LetAsyncScope<'env, S, F, Sch, S2> where [S: Sender,
@@ -314,7 +348,7 @@ impl<'env, S, F, Sch, S2, R> Receiver<S::Value, S::Error> for LetScopeFirst<'env
 where
     S: Sender,
     S::Error: Send,
-    F: for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, S::Error>, &'s mut S::Value) -> S2,
+    F: LetScopeFn<'env, Sch, S::Error, S::Value, Output = S2>,
     S2: IntoScopeSender<S::Error>,
     Second<S2, S::Error>: SenderTo<LetResult<Sch, S::Error, V2<S2, S::Error>, R>>,
     <Second<S2, S::Error> as Sender>::Error: Into<S::Error>,
@@ -364,7 +398,7 @@ where
                 std::mem::transmute::<LetAssociation<'_, Sch, S::Error>, LetAssociation<'static, Sch, S::Error>>(assoc);
             let token = LetScopeToken { shared: &*shared, _lifetimes: PhantomData };
             let tail: *const LetTail<_, _, _, _> = &state.tail;
-            let made = catch(move || f(token, args).into_sender().connect(LetResult { tail, assoc }));
+            let made = catch(move || f.call(token, args).into_sender().connect(LetResult { tail, assoc }));
             let second = match made {
                 Ok(op) => Some((*state.second.get()).insert(op)),
                 Err(panic) => {
@@ -401,7 +435,7 @@ where
 /// The operation state of [`let_async_scope`].
 pub struct LetScopeOp<'env, S, F, Sch, S2, R>
 where
-    F: for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, S::Error>, &'s mut S::Value) -> S2,
+    F: LetScopeFn<'env, Sch, S::Error, S::Value, Output = S2>,
     R: Receiver<V2<S2, S::Error>, S::Error>,
     R::Env: Env<Scheduler = Sch> + Sync,
     S: SenderTo<LetScopeFirst<'env, S, F, Sch, S2, R>>,
@@ -422,7 +456,7 @@ impl<'env, S, F, Sch, S2, R> SenderTo<R> for LetAsyncScope<'env, S, F, Sch, S2>
 where
     S: SenderTo<LetScopeFirst<'env, S, F, Sch, S2, R>>,
     S::Error: Send,
-    F: for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, S::Error>, &'s mut S::Value) -> S2,
+    F: LetScopeFn<'env, Sch, S::Error, S::Value, Output = S2>,
     S2: IntoScopeSender<S::Error>,
     Second<S2, S::Error>: SenderTo<LetResult<Sch, S::Error, V2<S2, S::Error>, R>>,
     <Second<S2, S::Error> as Sender>::Error: Into<S::Error>,
@@ -457,7 +491,7 @@ where
 
 impl<'env, S, F, Sch, S2, R> OperationState for LetScopeOp<'env, S, F, Sch, S2, R>
 where
-    F: for<'s> FnOnce(LetScopeToken<'s, 'env, Sch, S::Error>, &'s mut S::Value) -> S2,
+    F: LetScopeFn<'env, Sch, S::Error, S::Value, Output = S2>,
     R: Receiver<V2<S2, S::Error>, S::Error>,
     R::Env: Env<Scheduler = Sch> + Sync,
     S: SenderTo<LetScopeFirst<'env, S, F, Sch, S2, R>>,
