@@ -14,8 +14,8 @@
 //! `SENDERS_DATA_PROFILE=<case>[_rayon]:<repeats>` runs one side of one case without
 //! criterion, and `SENDERS_PROFILE_THREADS=1` gives both pools one worker.
 //!
-//! Further cases: a file in `benches/common/` whose `cases` returns
-//! `Vec<data::DataCase>`, appended to `all` in `main`.
+//! Further cases: a file in `benches/common/` whose `cases(ctx, &want)` returns the
+//! `Vec<data::DataCase>` of the cases `want` names, appended to `all` in `main`.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -50,10 +50,10 @@ fn main() {
     let profile = std::env::var("SENDERS_DATA_PROFILE").ok();
     let profiled = profile.as_deref().map(|p| p.split(':').next().unwrap_or("").trim_end_matches("_rayon").to_owned());
 
-    let mut all: Vec<DataCase> = data::cases(ctx, Sizes::BENCH);
-    all.retain(|c| {
-        wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == c.name)) && profiled.as_ref().is_none_or(|p| p == c.name)
-    });
+    let want = |name: &str| {
+        wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == name)) && profiled.as_ref().is_none_or(|p| p == name)
+    };
+    let mut all: Vec<DataCase> = data::cases(ctx, Sizes::BENCH, &want);
 
     if let Some(spec) = profile {
         let mut parts = spec.split(':');

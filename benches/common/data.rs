@@ -65,16 +65,18 @@ pub struct DataCase<'a> {
     pub expected: u64,
 }
 
-/// Every case of this file, sized by `sizes`.
-pub fn cases<'a>(ctx: Ctx<'a>, sizes: Sizes) -> Vec<DataCase<'a>> {
-    vec![
-        sieve(ctx, sizes.sieve_below),
-        wordcount(ctx, sizes.text_bytes),
-        dot(ctx, sizes.dot_len),
-        sumsq(ctx, sizes.dot_len),
-        mandel_rows(ctx, sizes.mandel_side),
-        mandel_px(ctx, sizes.mandel_side),
-    ]
+/// The cases of this file that `wanted` names, sized by `sizes` (only those are built).
+pub fn cases<'a>(ctx: Ctx<'a>, sizes: Sizes, wanted: &dyn Fn(&str) -> bool) -> Vec<DataCase<'a>> {
+    type Build<'a> = fn(Ctx<'a>, Sizes) -> DataCase<'a>;
+    let all: [(&str, Build<'a>); 6] = [
+        ("sieve", |c, s| sieve(c, s.sieve_below)),
+        ("wordcount", |c, s| wordcount(c, s.text_bytes)),
+        ("dot", |c, s| dot(c, s.dot_len)),
+        ("sumsq", |c, s| sumsq(c, s.dot_len)),
+        ("mandel_rows", |c, s| mandel_rows(c, s.mandel_side)),
+        ("mandel_px", |c, s| mandel_px(c, s.mandel_side)),
+    ];
+    all.into_iter().filter(|(name, _)| wanted(name)).map(|(_, build)| build(ctx, sizes)).collect()
 }
 
 /// A digest of a slice: its length and every 4093rd element, mixed.
@@ -354,9 +356,10 @@ fn mandel_rows(ctx: Ctx<'_>, side: usize) -> DataCase<'_> {
     let (mut mine, mut theirs) = (vec![0u32; side * side], vec![0u32; side * side]);
     let mut ours = move || {
         let image = &mut mine[..];
-        let done = sync_wait(schedule(ctx.sch).then(move |()| image).bulk_chunks_mut(side, move |y, row: &mut [u32]| {
-            row.iter_mut().enumerate().for_each(|(x, p)| *p = escape(x, y, side));
-        }));
+        let done =
+            sync_wait(schedule(ctx.sch).then(move |()| image).bulk_chunks_mut(side, move |y, row: &mut [u32]| {
+                row.iter_mut().enumerate().for_each(|(x, p)| *p = escape(x, y, side));
+            }));
         digest(done.expect("mandelbrot").expect("a value"))
     };
     let mut rayon = move || {
