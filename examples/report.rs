@@ -51,6 +51,7 @@
 //! | scale the rows of a matrix | `bulk_chunks_mut` | `par_chunks_mut(..).enumerate().for_each(..)` | — |
 //! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
 //! | UTS T1, T3 and nqueens(12) | the forms of `benches/trees.rs` (`--quick`: T1's `CountingScope` spawn form; `--full`: every form on T1, that one on T3 and nqueens(12)) | `par_iter` over the children | — |
+//! | sieve, word count, dot product, sum of squares, mandelbrot by rows and by pixels | `benches/common/data.rs`: `bulk_chunks_mut_with`, `bulk_reduce` with a `HashMap` per accumulator, `bulk_map_reduce`, `bulk_chunks_mut`, `bulk_each` | rayon's idiomatic form of each (the row names it) | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
@@ -91,6 +92,9 @@ mod tree_forms;
 
 #[path = "../benches/common/lend_rayon.rs"]
 mod lend_rayon;
+
+#[path = "../benches/common/data.rs"]
+mod data;
 use lend_rayon::{rayon_mul_add, rayon_sort, rayon_strassen};
 
 use std::convert::Infallible;
@@ -577,6 +581,29 @@ fn matrix_product<'a>(
     let checksum = |m: &[f32]| m.iter().step_by(61).map(|x| u64::from(x.to_bits())).fold(0, u64::wrapping_add);
     Workload::new(name, move || checksum(&ours(p.sch, &a, &b, n)))
         .rayon(move || checksum(&p.rayon.install(|| theirs(&ra, &rb, n))))
+}
+
+/// The data-parallel programs of `benches/common/data.rs`, each side's result checked
+/// against the sequential program's on every call.
+fn data_workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
+    let ctx = data::Ctx { sch: p.sch, rayon: &p.rayon };
+    data::cases(ctx, mode.pick(data::Sizes::QUICK, data::Sizes::BENCH), &|_| true)
+        .into_iter()
+        .map(|c| {
+            let data::DataCase { name, title, baseline, mut ours, mut rayon, expected } = c;
+            Workload::new(title, move || {
+                let got = ours();
+                assert_eq!(got, expected, "{name}: our output");
+                got
+            })
+            .rayon(move || {
+                let got = rayon();
+                assert_eq!(got, expected, "{name}: rayon's output");
+                got
+            })
+            .against(baseline)
+        })
+        .collect()
 }
 
 /// Every workload of the report, sized for `mode`.
@@ -1131,6 +1158,7 @@ fn main() {
     let pools = Pools::new(threads);
     let mut work = workloads(&pools, mode);
     work.extend(tree_rows(threads, mode));
+    work.extend(data_workloads(&pools, mode));
     let bar = ProgressBar::new(work.len() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("progress template"));
     let rows: Vec<Row> = work

@@ -77,16 +77,26 @@ pub trait SenderExt: Sender {
     /// completes with the value. An iteration returns `()` or `Result<(), Error>`.
     /// Customizable by domains; the default runs the iterations in order.
     ///
+    /// **Where it runs.** The bulk algorithms (this one, `bulk_chunked`, `bulk_each`,
+    /// `bulk_chunks_mut`, the reductions) run in parallel only where the value arrives
+    /// on a scheduler whose domain runs them so: on a [`StaticThreadPool`](crate::StaticThreadPool),
+    /// write `schedule(&sch).then(|()| v).bulk..(..)` or
+    /// `starts_on(sch, just(v).bulk..(..))`. Without a scheduler (`sync_wait(just(v).bulk..(..))`)
+    /// the default domain runs the work on the calling thread, in order: correct, and
+    /// sequential. A `just(v)` cannot know which pool to run on; `starts_on` tells it.
+    ///
     /// A `shape` of zero runs no iteration and passes the value through. Nothing checks
     /// `shape` against the value: an iteration that indexes past its data panics, and
     /// that panic is the completion (`set_panic`), as for any panicking iteration.
     ///
     /// ```
-    /// use senders::{just, sync_wait, SenderExt};
+    /// use senders::{StaticThreadPool, just, starts_on, sync_wait, SenderExt};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
-    /// let hits = sync_wait(just(AtomicUsize::new(0)).bulk(4, |_, n: &AtomicUsize| {
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// // On the pool's workers: `starts_on` delivers the value there.
+    /// let hits = sync_wait(starts_on(pool.scheduler(), just(AtomicUsize::new(0)).bulk(4, |_, n: &AtomicUsize| {
     ///     n.fetch_add(1, Ordering::Relaxed);
-    /// }));
+    /// })));
     /// assert_eq!(hits.unwrap().unwrap().into_inner(), 4);
     /// ```
     fn bulk<F, O>(self, shape: usize, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulk<Self, F>
@@ -156,14 +166,20 @@ pub trait SenderExt: Sender {
     /// calls of at most `max_len` indices, in order.
     ///
     /// ```
-    /// use senders::{Grain, just, sync_wait, SenderExt};
+    /// use senders::{Grain, StaticThreadPool, SenderExt, just, schedule, sync_wait};
     /// use std::sync::Mutex;
-    /// let chunks = sync_wait(just(Mutex::new(Vec::new())).bulk_chunked_with(
-    ///     Grain::new().max_len(4),
-    ///     10,
-    ///     |begin, end, seen: &Mutex<Vec<(usize, usize)>>| seen.lock().unwrap().push((begin, end)),
-    /// ));
-    /// assert_eq!(chunks.unwrap().unwrap().into_inner().unwrap(), [(0, 4), (4, 8), (8, 10)]);
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let record = |begin, end, seen: &Mutex<Vec<(usize, usize)>>| seen.lock().unwrap().push((begin, end));
+    /// // On the pool: chunks of at most 4 that cover `0..10`, in any order, on both workers.
+    /// let on_pool = schedule(&pool.scheduler()).then(|()| Mutex::new(Vec::new()));
+    /// let chunks = sync_wait(on_pool.bulk_chunked_with(Grain::new().max_len(4), 10, record));
+    /// let mut chunks = chunks.unwrap().unwrap().into_inner().unwrap();
+    /// chunks.sort();
+    /// assert!(chunks.iter().all(|&(b, e)| e - b <= 4));
+    /// assert_eq!(chunks.iter().map(|&(b, e)| e - b).sum::<usize>(), 10);
+    /// // Without a scheduler the calls run on the calling thread, in order.
+    /// let here = sync_wait(just(Mutex::new(Vec::new())).bulk_chunked_with(Grain::new().max_len(4), 10, record));
+    /// assert_eq!(here.unwrap().unwrap().into_inner().unwrap(), [(0, 4), (4, 8), (8, 10)]);
     /// ```
     fn bulk_chunked_with<F, O>(
         self,
@@ -215,8 +231,9 @@ pub trait SenderExt: Sender {
     /// `set_panic`, and no element is visited.
     ///
     /// ```
-    /// use senders::{just, sync_wait, SenderExt};
-    /// let v = sync_wait(just(vec![1.0, 2.0]).bulk_each(|_, x: &mut f64| *x += 1.0));
+    /// use senders::{StaticThreadPool, just, starts_on, sync_wait, SenderExt};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v = sync_wait(starts_on(pool.scheduler(), just(vec![1.0, 2.0]).bulk_each(|_, x: &mut f64| *x += 1.0)));
     /// assert_eq!(v.unwrap(), Some(vec![2.0, 3.0]));
     /// ```
     fn bulk_each<T, F, O>(self, f: F) -> <Self::Domain as MaybeDomain>::EarlyBulkEach<Self, T, F>
@@ -297,10 +314,12 @@ pub trait SenderExt: Sender {
     /// If `chunk_len` is zero.
     ///
     /// ```
-    /// use senders::{Grain, just, sync_wait, SenderExt};
-    /// let v = sync_wait(just(vec![1.0f64; 8]).bulk_chunks_mut_with(Grain::new().min_len(2), 2, |_, pair: &mut [f64]| {
+    /// use senders::{Grain, StaticThreadPool, just, starts_on, sync_wait, SenderExt};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let pairs = just(vec![1.0f64; 8]).bulk_chunks_mut_with(Grain::new().min_len(2), 2, |_, pair: &mut [f64]| {
     ///     pair[1] = -pair[0];
-    /// }));
+    /// });
+    /// let v = sync_wait(starts_on(pool.scheduler(), pairs));
     /// assert_eq!(v.unwrap().unwrap(), [1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);
     /// ```
     #[track_caller]
@@ -319,12 +338,20 @@ pub trait SenderExt: Sender {
     }
 
     /// `bulk_reduce(sndr, shape, identity, fold, combine)`: a map-reduce over the indices
-    /// `0..shape` of the value. Each chunk `begin..end` is folded from the identity,
-    /// `fold(identity(), begin, end, &value)`, and the chunks' results are combined, the
-    /// left range's first: `combine` must be associative, and `identity()` its identity,
-    /// but it need not be commutative (a concatenation, a `Vec` collected in order). The
-    /// sender completes with the result, after dropping the value. Rayon's
-    /// `par_iter().fold(identity, fold).reduce(identity, combine)`.
+    /// `0..shape` of the value. Each piece of work `begin..end` gets one accumulator,
+    /// `identity()`, into which it folds its indices in order (`fold(acc, begin, end,
+    /// &value)`, once or for several consecutive ranges of the piece), and the pieces'
+    /// results are combined, the left range's first: `combine` must be associative, and
+    /// `identity()` its identity, but it need not be commutative (a concatenation, a
+    /// `Vec` collected in order). The sender completes with the result, after dropping
+    /// the value. Rayon's `par_iter().fold(identity, fold).reduce(identity, combine)`.
+    ///
+    /// **How many accumulators.** As many as pieces, as rayon's `fold`: on a pool, a few
+    /// per worker (the adaptive split halves the shape once per worker, and again where a
+    /// worker steals), each of which the pool runs as calls of at most 65,536 indices
+    /// folded into the piece's one accumulator; with a [`Grain`]'s `max_len`, at least
+    /// one per `max_len` indices (the pieces are no longer). On the default domain (no
+    /// scheduler): one, `fold(identity(), 0, shape, &value)` on the calling thread.
     ///
     /// A shape of zero completes with `identity()`. Customizable by domains; the default
     /// lowers it onto the domain's `bulk_chunked` (the pool's chunks, combined on the
@@ -376,11 +403,13 @@ pub trait SenderExt: Sender {
     }
 
     /// `bulk_reduce` with bounds on the length of its chunks: see [`Grain`]. With a
-    /// `max_len`, the default domain folds chunks of at most that many indices and
-    /// combines them in order.
+    /// `max_len`, every piece, and so every accumulator, covers at most that many
+    /// indices (rayon's `with_max_len(n).fold(..)`): the default domain folds chunks of
+    /// at most `max_len` indices, each from `identity()`, and combines them in order.
     ///
     /// ```
     /// use senders::{Grain, just, sync_wait, SenderExt};
+    /// // Without a scheduler (`just`), on the calling thread: three chunks of at most 3.
     /// let s = sync_wait(just("abcdefg").bulk_reduce_with(
     ///     Grain::new().max_len(3),
     ///     7,
@@ -437,6 +466,35 @@ pub trait SenderExt: Sender {
         C: Fn(A, A) -> A,
     {
         reduce::bulk_reduce(self, Grain::new(), shape, MapReduce::new(map, combine))
+    }
+
+    /// `bulk_map_reduce` with bounds on the length of its chunks: see [`Grain`]. Rayon's
+    /// `with_min_len(n).map(..).sum()` is `bulk_map_reduce_with(Grain::new().min_len(n), ..)`.
+    ///
+    /// ```
+    /// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let data: Vec<u64> = (1..=10_000).collect();
+    /// let sum = sync_wait(schedule(&pool.scheduler()).then(move |()| data).bulk_map_reduce_with(
+    ///     Grain::new().min_len(1024),
+    ///     10_000,
+    ///     |i, v: &Vec<u64>| v[i] * v[i],
+    ///     |a, b| a + b,
+    /// ));
+    /// assert_eq!(sum.unwrap().unwrap(), Some((1..=10_000u64).map(|x| x * x).sum()));
+    /// ```
+    fn bulk_map_reduce_with<A, M, C>(
+        self,
+        grain: Grain,
+        shape: usize,
+        map: M,
+        combine: C,
+    ) -> <Self::Domain as MaybeDomain>::EarlyBulkReduce<Self, MapReduce<M, C>>
+    where
+        M: Fn(usize, &Self::Value) -> A,
+        C: Fn(A, A) -> A,
+    {
+        reduce::bulk_reduce(self, grain, shape, MapReduce::new(map, combine))
     }
 
     /// `let_value(sndr, f)`: continues with the sender `f(value)`. The second sender

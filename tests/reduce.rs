@@ -616,3 +616,33 @@ fn the_combines_form_a_balanced_tree() {
         assert!(joins.iter().all(|(l, r)| l == r), "{joins:?}");
     }
 }
+
+/// A reduction folds each piece of the work into one accumulator, as rayon's `fold`: on
+/// the default domain one for the whole shape; on a pool a few per worker (one worker
+/// splits the shape once: two pieces), not one per call of at most 65,536 indices (256
+/// here).
+#[test]
+fn a_reduction_makes_one_accumulator_per_piece_not_per_call() {
+    const N: usize = 1 << 24;
+    for (name, place) in places() {
+        let made = AtomicUsize::new(0);
+        let got = on!(place.as_ref(), (), |s| s.bulk_reduce(
+            N,
+            || {
+                made.fetch_add(1, Ordering::Relaxed);
+                0usize
+            },
+            |acc, b, e, _: &()| acc + (e - b),
+            |l, r| l + r,
+        ));
+        assert_eq!(got, Ok(Some(N)), "{name}");
+        let made = made.into_inner();
+        match place.as_ref().map(StaticThreadPool::num_threads) {
+            None => assert_eq!(made, 1, "{name}"),
+            // Two pieces, and one more each time the worker yields the rest of a piece
+            // to work from outside the pool (the thread that waits).
+            Some(1) => assert!((1..=4).contains(&made), "{name}: {made} accumulators"),
+            Some(_) => assert!((1..=32).contains(&made), "{name}: {made} accumulators"),
+        }
+    }
+}

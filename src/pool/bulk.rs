@@ -38,7 +38,7 @@
 //! from another thread reach a running bulk within one call (`src/pool/README.md`,
 //! *Fairness*).
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::marker::{PhantomData, PhantomPinned};
 use std::pin::Pin;
 use std::ptr::NonNull;
@@ -109,6 +109,33 @@ pub unsafe trait Kernel<V, E>: Sync {
     /// accessed; `lo < hi` is within the shape it returned, and no other call runs any
     /// of these indices.
     unsafe fn call(&self, ready: Self::Ready, lo: usize, hi: usize) -> Result<(), E>;
+
+    /// Runs a piece of the split, `lo..hi`, as consecutive calls: `next(i)` says where
+    /// the call that starts at `i` ends, or `None` to end the piece before `i`. Returns
+    /// the first index not run. By default one [`call`](Self::call) per range; the kernel
+    /// of `bulk_chunked` hands the piece to its function
+    /// ([`BulkChunkedFn::call_piece`]), so that a reduction folds it into one accumulator.
+    ///
+    /// # Safety
+    ///
+    /// As [`call`](Self::call)'s, for `lo..hi`; `next` returns ends within `i + 1..=hi`.
+    #[inline]
+    unsafe fn call_piece(
+        &self,
+        ready: Self::Ready,
+        lo: usize,
+        hi: usize,
+        mut next: impl FnMut(usize) -> Option<usize>,
+    ) -> Result<usize, E> {
+        let mut i = lo;
+        while i < hi {
+            let Some(end) = next(i) else { break };
+            // SAFETY: forwarded: `i..end` is within `lo..hi`, which the caller gave us.
+            unsafe { self.call(ready, i, end) }?;
+            i = end;
+        }
+        Ok(i)
+    }
 }
 
 /// The kernel of `bulk`: `f(i, &value)` for each index; with `EAGER`, the kernel of
@@ -164,6 +191,17 @@ unsafe impl<V: Sync, E, F: BulkChunkedFn<V, E> + Sync> Kernel<V, E> for BulkChun
     unsafe fn call(&self, value: *const V, lo: usize, hi: usize) -> Result<(), E> {
         // SAFETY: the value is alive and only read while calls run.
         self.f.call(lo, hi, unsafe { &*value })
+    }
+    #[inline]
+    unsafe fn call_piece(
+        &self,
+        value: *const V,
+        lo: usize,
+        hi: usize,
+        next: impl FnMut(usize) -> Option<usize>,
+    ) -> Result<usize, E> {
+        // SAFETY: the value is alive and only read while calls run.
+        self.f.call_piece(lo, hi, unsafe { &*value }, next)
     }
 }
 
@@ -320,7 +358,8 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
         }
     }
 
-    /// Runs the indices `lo..hi`, [`Kernel::PIECE`] at a time, stopping early once the
+    /// Runs the piece `lo..hi` ([`Kernel::call_piece`]), in calls of at most
+    /// [`Kernel::PIECE`] indices (or the grain's `max_len`), stopping early once the
     /// bulk failed or was stopped. On a worker (`worker`), it also stops after a call when
     /// work from outside the pool waits, and returns the first index it did not run:
     /// the caller queues the rest.
@@ -329,28 +368,25 @@ impl<V, E, K: Kernel<V, E>, R: Receiver<V, E>> BulkState<V, E, K, R> {
         let (ready, _) = unsafe { (*self.ready.get()).expect("bulk: value prepared") };
         let token = self.env().stop_token();
         let cut = self.kernel.call_grain();
-        let run = catch(|| {
-            let mut i = lo;
-            while i < hi {
-                if self.state.load(Ordering::Relaxed) != RUNNING {
-                    return Ok(None);
-                }
-                if token.stop_requested() {
-                    self.fail(None);
-                    return Ok(None);
-                }
-                if i > lo && worker.is_some_and(WorkerThread::outside_work_waits) {
-                    return Ok(Some(i));
-                }
-                let end = cut.next_end(i, hi);
-                // SAFETY: each index of `0..shape` is in exactly one range, run once.
-                unsafe { self.kernel.call(ready, i, end) }?;
-                i = end;
+        let rest = Cell::new(None);
+        let next = |i: usize| {
+            if self.state.load(Ordering::Relaxed) != RUNNING {
+                return None;
             }
-            Ok(None)
-        });
-        match run {
-            Ok(Ok(rest)) => return rest,
+            if token.stop_requested() {
+                self.fail(None);
+                return None;
+            }
+            if i > lo && worker.is_some_and(WorkerThread::outside_work_waits) {
+                rest.set(Some(i));
+                return None;
+            }
+            Some(cut.next_end(i, hi))
+        };
+        // SAFETY: each index of `0..shape` is in exactly one piece, run once; `next` cuts
+        // it into calls within it.
+        match catch(|| unsafe { self.kernel.call_piece(ready, lo, hi, next) }) {
+            Ok(Ok(_)) => return rest.get(),
             Ok(Err(e)) => self.fail(Some(Failure::Error(e))),
             Err(p) => self.fail(Some(Failure::Panic(p))),
         }

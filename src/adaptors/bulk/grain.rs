@@ -17,6 +17,22 @@
 /// `bulk_chunks_mut`, whose indices are chunks) cannot see the grain: it bounds the pieces
 /// of work the pool hands out, and so how many indices run together on one worker.
 ///
+/// **How the pool splits the work.** Without a grain, the worker that receives the value
+/// halves the shape once per worker, keeping the left half and leaving the right ones on
+/// its deque; a worker that steals a half halves it again the same way. A piece that
+/// nobody steals runs where it is, unsplit: a bulk of cheap indices becomes a few pieces
+/// per worker, one of expensive indices spreads down to single indices where workers are
+/// idle. Within a piece, `bulk_chunked`'s function is called for at most 65,536 indices
+/// at a time, with a look at the stop flags between two calls. `max_len(n)` splits every
+/// piece down to at most `n` indices; `min_len(n)` stops splitting before a half would
+/// be shorter than `n`.
+///
+/// **Accumulators of a reduction** ([`bulk_reduce`](crate::SenderExt::bulk_reduce) and
+/// [`bulk_map_reduce`](crate::SenderExt::bulk_map_reduce)): one per piece, as rayon's
+/// `fold`: a few per worker without a grain (whatever the calls within a piece), at least
+/// `shape / max_len` with a `max_len`, fewer with a large `min_len`; one on the default
+/// domain (no scheduler), or one per chunk of at most `max_len`.
+///
 /// `min_len(0)` means no minimum (a chunk of at least one index, as the default);
 /// `max_len(0)`, and bounds with `min_len > max_len`, panic where they are given.
 ///
@@ -80,6 +96,7 @@ impl Grain {
     /// ```
     /// use senders::{Grain, SenderExt, just, sync_wait};
     /// use std::sync::Mutex;
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// assert_eq!(Grain::new().max_len(4).max(), Some(4));
     /// // The default `bulk_chunked` cuts its one call into calls of at most `max_len`.
     /// let calls = sync_wait(just(Mutex::new(vec![])).bulk_chunked_with(Grain::new().max_len(4), 10, |b, e, c: &Mutex<Vec<_>>| {

@@ -73,6 +73,7 @@ impl<S, F> Bulk<S, F> {
     /// use senders::adaptors::Bulk;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, sum: &AtomicUsize| { sum.fetch_add(i, Ordering::Relaxed); };
     /// let b = Bulk::new(just(AtomicUsize::new(0)), 4, add);
     /// assert_eq!(sync_wait(b).unwrap().unwrap().into_inner(), 1 + 2 + 3);
@@ -111,6 +112,7 @@ impl<S, F> Bulk<S, F> {
     /// use senders::adaptors::Bulk;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, sum: &AtomicUsize| { sum.fetch_add(i, Ordering::Relaxed); };
     /// let (pred, shape, f) = Bulk::new(just(AtomicUsize::new(0)), 4, add).into_parts();
     /// assert_eq!(shape, 4);
@@ -153,6 +155,43 @@ pub trait BulkChunkedFn<V, E> {
         let _ = token;
         self.call(begin, end, value).map(|()| true)
     }
+
+    /// Runs a *piece*, the indices `begin..end` that one worker takes, as consecutive
+    /// calls: `next(i)` says where the call that starts at `i` ends, or `None` to end
+    /// the piece before `i` (the bulk failed or was stopped, or the worker yields the
+    /// rest of the piece to other work). Returns the first index not run (`end` once all
+    /// ran). By default one [`call`](Self::call) per range that `next` gives; a
+    /// reduction's function overrides it to fold the whole piece into one accumulator.
+    /// The pool's `bulk_chunked` runs each piece of its split through this, cut into
+    /// calls of at most 65,536 indices (or the [`Grain`]'s `max_len`) so that it looks at
+    /// the stop flags between two.
+    ///
+    /// ```
+    /// use senders::adaptors::BulkChunkedFn;
+    /// use std::sync::Mutex;
+    /// let f = |b: usize, e: usize, calls: &Mutex<Vec<(usize, usize)>>| calls.lock().unwrap().push((b, e));
+    /// let calls = Mutex::new(vec![]);
+    /// // Calls of at most 4 indices, ended before index 8.
+    /// let end = BulkChunkedFn::<_, ()>::call_piece(&f, 0, 10, &calls, |i| (i < 8).then(|| (i + 4).min(10)));
+    /// assert_eq!(end, Ok(8));
+    /// assert_eq!(calls.into_inner().unwrap(), [(0, 4), (4, 8)]);
+    /// ```
+    #[inline]
+    fn call_piece(
+        &self,
+        begin: usize,
+        end: usize,
+        value: &V,
+        mut next: impl FnMut(usize) -> Option<usize>,
+    ) -> Result<usize, E> {
+        let mut i = begin;
+        while i < end {
+            let Some(e) = next(i) else { break };
+            self.call(i, e, value)?;
+            i = e;
+        }
+        Ok(i)
+    }
 }
 
 impl<V, E, O: BulkOutcome<E>, F: Fn(usize, usize, &V) -> O> BulkChunkedFn<V, E> for F {
@@ -179,6 +218,7 @@ impl<S, F> BulkChunked<S, F> {
     /// use senders::adaptors::BulkChunked;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::Mutex;
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let record = |b: usize, e: usize, calls: &Mutex<Vec<(usize, usize)>>| calls.lock().unwrap().push((b, e));
     /// let calls = sync_wait(BulkChunked::new(just(Mutex::<Vec<(usize, usize)>>::new(vec![])), 10, record)).unwrap().unwrap();
     /// assert_eq!(calls.into_inner().unwrap(), [(0, 10)], "one call by default");
@@ -192,6 +232,7 @@ impl<S, F> BulkChunked<S, F> {
     /// use senders::adaptors::BulkChunked;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::Mutex;
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let record = |b: usize, e: usize, calls: &Mutex<Vec<(usize, usize)>>| calls.lock().unwrap().push((b, e));
     /// let b = BulkChunked::new(just(Mutex::<Vec<(usize, usize)>>::new(vec![])), 10, record).with_grain(Grain::new().max_len(5));
     /// assert_eq!(sync_wait(b).unwrap().unwrap().into_inner().unwrap(), [(0, 5), (5, 10)]);
@@ -245,6 +286,7 @@ impl<S, F> BulkUnchunked<S, F> {
     /// use senders::adaptors::BulkUnchunked;
     /// use senders::{just, sync_wait};
     /// use std::sync::Mutex;
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let record = |i: usize, seen: &Mutex<Vec<usize>>| seen.lock().unwrap().push(i);
     /// let seen = sync_wait(BulkUnchunked::new(just(Mutex::<Vec<usize>>::new(vec![])), 3, record)).unwrap().unwrap();
     /// assert_eq!(seen.into_inner().unwrap(), [0, 1, 2]);
@@ -307,6 +349,7 @@ impl<S, T, F> BulkEach<S, T, F> {
     /// ```
     /// use senders::adaptors::BulkEach;
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, x: &mut u32| *x += i as u32;
     /// assert_eq!(sync_wait(BulkEach::<_, u32, _>::new(just(vec![10u32; 3]), add)).unwrap(), Some(vec![10, 11, 12]));
     /// ```
@@ -318,6 +361,7 @@ impl<S, T, F> BulkEach<S, T, F> {
     /// ```
     /// use senders::adaptors::BulkEach;
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, x: &mut u32| *x += i as u32;
     /// let b = BulkEach::<_, u32, _>::new(just(vec![10u32; 3]), add).with_grain(Grain::new().min_len(2));
     /// assert_eq!(b.grain().min(), 2);
@@ -398,6 +442,7 @@ impl<S, T, F> BulkChunksMut<S, T, F> {
     /// ```
     /// use senders::adaptors::BulkChunksMut;
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let fill = |c: usize, chunk: &mut [usize]| chunk.fill(c);
     /// assert_eq!(sync_wait(BulkChunksMut::<_, usize, _>::new(just(vec![0; 5]), 2, fill)).unwrap(), Some(vec![0, 0, 1, 1, 2]));
     /// ```
@@ -411,6 +456,7 @@ impl<S, T, F> BulkChunksMut<S, T, F> {
     /// ```
     /// use senders::adaptors::BulkChunksMut;
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let fill = |c: usize, chunk: &mut [usize]| chunk.fill(c);
     /// let b = BulkChunksMut::<_, usize, _>::new(just(vec![0; 5]), 2, fill).with_grain(Grain::new().max_len(1));
     /// assert_eq!(b.grain().max(), Some(1));

@@ -48,6 +48,7 @@ impl<S, F> Bulk<S, F> {
     /// use senders::adaptors::Bulk;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, sum: &AtomicUsize| { sum.fetch_add(i, Ordering::Relaxed); };
     /// let lowered = Bulk::new(just(AtomicUsize::new(0)), 4, add).lower();
     /// assert_eq!(sync_wait(lowered).unwrap().unwrap().into_inner(), 6);
@@ -64,6 +65,7 @@ impl<S, F> Bulk<S, F> {
     /// use senders::adaptors::Bulk;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, sum: &AtomicUsize| { sum.fetch_add(i, Ordering::Relaxed); };
     /// let chunked = Bulk::new(just(AtomicUsize::new(0)), 4, add).into_chunked();
     /// assert_eq!(sync_wait(chunked).unwrap().unwrap().into_inner(), 6);
@@ -232,6 +234,7 @@ impl<S, F> BulkChunked<S, F> {
     /// use senders::adaptors::BulkChunked;
     /// use senders::{Grain, just, sync_wait};
     /// use std::sync::Mutex;
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let record = |b: usize, e: usize, calls: &Mutex<Vec<(usize, usize)>>| calls.lock().unwrap().push((b, e));
     /// let lowered = BulkChunked::new(just(Mutex::<Vec<(usize, usize)>>::new(vec![])), 10, record).lower();
     /// assert_eq!(sync_wait(lowered).unwrap().unwrap().into_inner().unwrap(), [(0, 10)]);
@@ -347,6 +350,7 @@ impl<S, F> BulkUnchunked<S, F> {
     /// use senders::adaptors::BulkUnchunked;
     /// use senders::{just, sync_wait};
     /// use std::sync::Mutex;
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let record = |i: usize, seen: &Mutex<Vec<usize>>| seen.lock().unwrap().push(i);
     /// let lowered = BulkUnchunked::new(just(Mutex::<Vec<usize>>::new(vec![])), 3, record).lower();
     /// assert_eq!(sync_wait(lowered).unwrap().unwrap().into_inner().unwrap(), [0, 1, 2], "in order");
@@ -427,6 +431,7 @@ impl<S, T, F> BulkEach<S, T, F> {
     /// ```
     /// use senders::adaptors::BulkEach;
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let add = |i: usize, x: &mut u32| *x += i as u32;
     /// assert_eq!(sync_wait(BulkEach::<_, u32, _>::new(just(vec![10u32; 3]), add).lower()).unwrap(), Some(vec![10, 11, 12]));
     /// ```
@@ -535,6 +540,7 @@ impl<S, T, F> BulkChunksMut<S, T, F> {
     /// ```
     /// use senders::adaptors::BulkChunksMut;
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let fill = |c: usize, chunk: &mut [usize]| chunk.fill(c);
     /// assert_eq!(sync_wait(BulkChunksMut::<_, usize, _>::new(just(vec![0; 5]), 2, fill).lower()).unwrap(), Some(vec![0, 0, 1, 1, 2]));
     /// ```

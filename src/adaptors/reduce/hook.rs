@@ -88,6 +88,7 @@ impl<S, R> BulkReduce<S, R> {
     /// ```
     /// use senders::adaptors::{BulkReduce, MapReduce};
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
     /// assert_eq!(sync_wait(BulkReduce::new(just(vec![3, 9, 4]), 3, max)).unwrap(), Some(Some(9)));
     /// ```
@@ -99,6 +100,7 @@ impl<S, R> BulkReduce<S, R> {
     /// ```
     /// use senders::adaptors::{BulkReduce, MapReduce};
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
     /// let r = BulkReduce::new(just(vec![3, 9, 4]), 3, max).with_grain(Grain::new().max_len(1));
     /// assert_eq!(r.grain().max(), Some(1));
@@ -123,6 +125,7 @@ impl<S, R> BulkReduce<S, R> {
     /// ```
     /// use senders::adaptors::{BulkReduce, MapReduce};
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
     /// let (pred, shape, _max) = BulkReduce::new(just(vec![3, 9, 4]), 3, max).into_parts();
     /// assert_eq!((sync_wait(pred).unwrap(), shape), (Some(vec![3, 9, 4]), 3));

@@ -1,4 +1,4 @@
-//! The reductions: `bulk_reduce` (fold per chunk, then combine, with an identity) and
+//! The reductions: `bulk_reduce` (fold per piece, then combine, with an identity) and
 //! `bulk_map_reduce` (map each index, then combine, `None` for no index), rayon's
 //! `fold(identity, fold).reduce(identity, combine)` and `map(..).reduce_with(combine)`.
 //!
@@ -9,20 +9,27 @@
 //! among them:
 //!
 //! 1. a `then` moves the predecessor's value and the functions into a [`ReduceState`];
-//! 2. `bulk_chunked` of the shape runs, for each chunk `begin..end` the domain chooses,
-//!    `fold(identity(), begin, end, &value)`, and merges the result with the results of
-//!    the finished ranges beside it that are no longer than its own
+//! 2. `bulk_chunked` of the shape runs, for each piece of work `begin..end` the domain
+//!    hands a worker, one accumulator: `fold(identity(), begin, end, &value)`, or, where
+//!    the domain cuts the piece into several calls ([`BulkChunkedFn::call_piece`]: the
+//!    pool's calls of at most 65,536 indices, between which it looks at the stop flags),
+//!    `fold` of each call's range into the same accumulator, in order. So there are as
+//!    many accumulators as pieces: on the pool, a few per worker (the adaptive split's
+//!    pieces, and those of the grain's `max_len`), not one per call. When its piece
+//!    ends, the accumulator is merged with the results of the finished ranges beside it
+//!    that are no longer than its own
 //!    ([`ReduceState::merge`]): `combine(left, right)`, always the left range's result
 //!    first, so `combine` need not be commutative, and ranges of equal length first, so
 //!    the combines form a balanced tree. Merging happens on the thread that finished a
-//!    chunk, outside the lock that finds the neighbours, so combines run in parallel as
+//!    piece, outside the lock that finds the neighbours, so combines run in parallel as
 //!    chunks finish;
 //! 3. a `then` drops the value, combines the few ranges left in order, and completes
 //!    with the result (`identity()` for a shape of zero).
 //!
 //! On the default domain, `bulk_chunked` makes one call, so the reduction is one `fold`
-//! over `0..shape` on the thread that delivered the value (and no `combine`), or calls
-//! of at most the [`Grain`]'s `max_len`, combined in order.
+//! over `0..shape` on the thread that delivered the value (one accumulator and no
+//! `combine`), or, with a [`Grain`]'s `max_len`, one accumulator per chunk of at most
+//! `max_len`, combined in order.
 
 use crate::adaptors::bulk::{BulkChunked, BulkChunkedFn, Grain};
 use crate::adaptors::then::{Then, ThenFn, ThenImpl};
@@ -50,6 +57,7 @@ impl<I, F, C> FoldReduce<I, F, C> {
     /// ```
     /// use senders::adaptors::{BulkReduce, FoldReduce};
     /// use senders::{just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let fns = FoldReduce::new(|| 0, |acc, b, e, v: &Vec<i32>| acc + v[b..e].iter().sum::<i32>(), |l, r| l + r);
     /// assert_eq!(sync_wait(BulkReduce::new(just(vec![1, 2, 3]), 3, fns)).unwrap(), Some(6));
     /// ```
@@ -93,6 +101,7 @@ impl<M, C> MapReduce<M, C> {
     /// ```
     /// use senders::adaptors::{BulkReduce, MapReduce};
     /// use senders::{just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let fns = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
     /// assert_eq!(sync_wait(BulkReduce::new(just(vec![3, 9, 4]), 3, fns)).unwrap(), Some(Some(9)));
     /// ```
@@ -138,6 +147,7 @@ impl<S, R> BulkReduce<S, R> {
     /// ```
     /// use senders::adaptors::{BulkReduce, MapReduce};
     /// use senders::{Grain, just, sync_wait};
+    /// // No scheduler: the default domain runs this on the calling thread, in order.
     /// let max = MapReduce::new(|i: usize, v: &Vec<i32>| v[i], i32::max);
     /// use senders::{DefaultDomain, EmptyEnv};
     /// let lowered = BulkReduce::new(just(vec![3, 9, 4]), 3, max).lower_onto(DefaultDomain, None::<&EmptyEnv>);
@@ -229,8 +239,9 @@ impl<V, R: ReduceFns<V>> ThenFn<V> for ReduceStart<R> {
     }
 }
 
-/// The `bulk_chunked` function of a lowered reduction: folds its chunk from the
-/// identity and merges the result ([`ReduceState::merge`]).
+/// The `bulk_chunked` function of a lowered reduction: folds a call's chunk, or all the
+/// calls of a piece ([`BulkChunkedFn::call_piece`]), into one accumulator from the
+/// identity, and merges the result ([`ReduceState::merge`]).
 pub struct ReduceChunk;
 
 impl<V, E, R: ReduceFns<V>> BulkChunkedFn<ReduceState<V, R>, E> for ReduceChunk {
@@ -239,6 +250,31 @@ impl<V, E, R: ReduceFns<V>> BulkChunkedFn<ReduceState<V, R>, E> for ReduceChunk 
         let acc = state.fns.fold(state.fns.identity(), begin, end, &state.value);
         state.merge(begin, end, acc);
         Ok(())
+    }
+
+    /// One accumulator for the whole piece: each call's range is folded into it, in
+    /// order; it is merged once, when the piece ends.
+    #[inline]
+    fn call_piece(
+        &self,
+        begin: usize,
+        end: usize,
+        state: &ReduceState<V, R>,
+        mut next: impl FnMut(usize) -> Option<usize>,
+    ) -> Result<usize, E> {
+        if begin == end {
+            return Ok(begin);
+        }
+        let Some(first) = next(begin) else { return Ok(begin) };
+        let mut acc = state.fns.fold(state.fns.identity(), begin, first, &state.value);
+        let mut i = first;
+        while i < end {
+            let Some(e) = next(i) else { break };
+            acc = state.fns.fold(acc, i, e, &state.value);
+            i = e;
+        }
+        state.merge(begin, i, acc);
+        Ok(i)
     }
 }
 
