@@ -71,7 +71,7 @@ struct Run {
 /// of the runs of it that calls claimed.
 ///
 /// Invariants: the buffer is a `Vec<T>`'s allocation of capacity `cap >= shape` (or
-/// dangling with `cap == 0` once [`into_vec`](Self::into_vec) took it); the runs lie in
+/// dangling with `cap == 0` once the finish took it); the runs lie in
 /// `0..shape` and do not overlap; the elements of a `done` run are initialized and owned
 /// here; every other slot is uninitialized, or being written by the one call that claimed
 /// it.
