@@ -28,10 +28,11 @@
 //! drops what was written. It costs two uncontended locks per call, and a call runs up to
 //! 65,536 indices on the pool.
 //!
-//! **Unindexed** (filter). Each call collects its chunk into a `Vec` of its own and files
-//! it, with its range, under a lock ([`FilterState`]); the finish sorts the parts by their
-//! range, checks they cover the shape, and appends them, in order, into one `Vec` of the
-//! exact length. No `unsafe`: a failure drops the parts with the state.
+//! **Unindexed** (filter). Each call appends what its chunk keeps to the part that ends
+//! where the chunk begins (on the pool, the part of the piece it belongs to), or starts a
+//! part of its own, and files it, with its range, under a lock ([`FilterState`]); the
+//! finish sorts the parts by their range, checks they cover the shape, and appends them,
+//! in order, to the first one. No `unsafe`: a failure drops the parts with the state.
 
 use std::marker::PhantomData;
 use std::mem;
@@ -140,11 +141,11 @@ impl<T> Slots<T> {
         self.claim(begin, end);
         // SAFETY: `begin < shape <= cap`: within (or one past the end of) the allocation.
         let base = unsafe { self.ptr.as_ptr().add(begin) };
-        let mut written = Written { base, len: 0 };
-        for i in begin..end {
-            let x = item(i)?;
-            // SAFETY: `i < end <= shape <= cap`; the run is ours alone (claimed), and its
-            // slot `i` is not written yet: `written.len == i - begin`.
+        let (n, mut written) = (end - begin, Written { base, len: 0 });
+        while written.len < n {
+            let x = item(begin + written.len)?;
+            // SAFETY: `begin + len < end <= shape <= cap`; the run is ours alone
+            // (claimed), and its slot `begin + len` is not written yet.
             unsafe { base.add(written.len).write(x) };
             written.len += 1;
         }
@@ -284,8 +285,21 @@ impl<V, T, E, F: Fn(usize, &V) -> Option<T>> BulkChunkedFn<FilterState<V, T>, E>
     fn call(&self, begin: usize, end: usize, state: &FilterState<V, T>) -> Result<(), E> {
         assert!(end <= state.shape, "collect: bulk_chunked ran the chunk {begin}..{end} outside the shape");
         if begin < end {
-            let kept: Vec<T> = (begin..end).filter_map(|i| (self.0)(i, &state.value)).collect();
-            lock(&state.parts).push((begin, end, kept));
+            // The part that ends where this chunk begins (on the pool, most often the
+            // chunk before it in the same piece) grows by this chunk: a piece fills one
+            // `Vec`, not one per call.
+            let (start, mut kept) = {
+                let mut parts = lock(&state.parts);
+                match parts.iter().position(|&(_, e, _)| e == begin) {
+                    Some(k) => {
+                        let (b, _, kept) = parts.swap_remove(k);
+                        (b, kept)
+                    }
+                    None => (begin, Vec::new()),
+                }
+            };
+            kept.extend((begin..end).filter_map(|i| (self.0)(i, &state.value)));
+            lock(&state.parts).push((start, end, kept));
         }
         Ok(())
     }
@@ -313,11 +327,13 @@ impl<V, T> ThenFn<FilterState<V, T>> for FilterFinish {
             next = end;
         }
         assert!(next == shape, "collect: bulk_chunked completed without running every index");
-        if parts.len() == 1 {
-            return parts.pop().map(|(_, _, kept)| kept).unwrap_or_default();
-        }
-        let mut out = Vec::with_capacity(parts.iter().map(|(_, _, kept)| kept.len()).sum());
-        for (_, _, mut kept) in parts {
+        // The first part is the output: it grows (in place, where the allocator can) to
+        // take the others, copied once each.
+        let rest: usize = parts.iter().skip(1).map(|(_, _, kept)| kept.len()).sum();
+        let mut parts = parts.into_iter().map(|(_, _, kept)| kept);
+        let mut out = parts.next().unwrap_or_default();
+        out.reserve_exact(rest);
+        for mut kept in parts {
             out.append(&mut kept);
         }
         out
