@@ -531,9 +531,9 @@ pub trait SenderExt: Sender {
     /// `bulk_filter_map_collect(sndr, shape, f)`: collects the `Some`s of `f(i, &value)`
     /// for `i` in `0..shape` into a `Vec`, in index order, then drops the value and
     /// completes with the `Vec`: rayon's `filter_map(f).collect()`, and, with
-    /// `keep(x).then(|| x.clone())`, `filter(keep).cloned().collect()`. Each chunk keeps
-    /// its elements in a `Vec` of its own; the finish appends them, in order, into one
-    /// `Vec` of the exact length.
+    /// `keep(x).then(|| x.clone())`, `filter(keep).cloned().collect()`. Each piece of the
+    /// split keeps its elements in a `Vec` of its own; the finish appends them, in order,
+    /// to the first.
     ///
     /// Customizable, run, stopped and failed as [`bulk_map_collect`](Self::bulk_map_collect)
     /// (without a scheduler, on the thread that delivered the value).
