@@ -35,7 +35,7 @@
 //! in order, to the first one. No `unsafe`: a failure drops the parts with the state.
 
 use std::marker::PhantomData;
-use std::mem;
+use std::mem::{self, MaybeUninit};
 use std::ptr::{self, NonNull};
 
 use crate::adaptors::bulk::{BulkChunkedFn, Grain};
@@ -138,22 +138,18 @@ impl<T> Slots<T> {
 
     /// Writes `item(i)` at `i` for each `i` in `begin..end`, in order, stopping at the
     /// first error (`item` panicking or failing leaves nothing written).
-    fn fill<E>(&self, begin: usize, end: usize, mut item: impl FnMut(usize) -> Result<T, E>) -> Result<(), E> {
+    fn fill<E>(&self, begin: usize, end: usize, item: impl FnMut(usize) -> Result<T, E>) -> Result<(), E> {
         if begin == end {
             return Ok(());
         }
         self.claim(begin, end);
-        // SAFETY: `begin < shape <= cap`: within (or one past the end of) the allocation.
-        let base = unsafe { self.ptr.as_ptr().add(begin) };
-        let (n, mut written) = (end - begin, Written { base, len: 0 });
-        while written.len < n {
-            let x = item(begin + written.len)?;
-            // SAFETY: `begin + len < end <= shape <= cap`; the run is ours alone
-            // (claimed), and its slot `begin + len` is not written yet.
-            unsafe { base.add(written.len).write(x) };
-            written.len += 1;
-        }
-        mem::forget(written);
+        // SAFETY: `begin < end <= shape <= cap`: the run is within the allocation; it is
+        // ours alone (claimed) and not written yet, so a unique `&mut` to it as
+        // uninitialized slots is sound.
+        let run = unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(begin).cast::<MaybeUninit<T>>(), end - begin)
+        };
+        write_run(run, begin, item)?;
         self.done(begin, end);
         Ok(())
     }
@@ -195,16 +191,38 @@ impl<T> Drop for Slots<T> {
     }
 }
 
-/// What one call wrote so far: dropped if the call panics or fails.
-struct Written<T> {
-    base: *mut T,
+/// Writes `item(begin + k)` into `run[k]`, in order, stopping at the first error;
+/// `item` panicking or failing leaves nothing written. `run` is an argument (not a field)
+/// so that the compiler knows the writes alias nothing `item` reads, and keeps what it
+/// reads through the value in registers.
+#[inline]
+fn write_run<T, E>(
+    run: &mut [MaybeUninit<T>],
+    begin: usize,
+    mut item: impl FnMut(usize) -> Result<T, E>,
+) -> Result<(), E> {
+    let mut written = Written { run, len: 0 };
+    while written.len < written.run.len() {
+        let x = item(begin + written.len)?;
+        written.run[written.len].write(x);
+        written.len += 1;
+    }
+    mem::forget(written);
+    Ok(())
+}
+
+/// The slots of a run and how many of them one call wrote so far: those are dropped if
+/// the call panics or fails.
+struct Written<'a, T> {
+    run: &'a mut [MaybeUninit<T>],
     len: usize,
 }
 
-impl<T> Drop for Written<T> {
+impl<T> Drop for Written<'_, T> {
     fn drop(&mut self) {
-        // SAFETY: the first `len` slots from `base` are written by this call alone.
-        unsafe { ptr::drop_in_place(ptr::slice_from_raw_parts_mut(self.base, self.len)) }
+        let init: *mut [MaybeUninit<T>] = &mut self.run[..self.len];
+        // SAFETY: the first `len` slots are written, by this call alone.
+        unsafe { ptr::drop_in_place(init as *mut [T]) }
     }
 }
 
