@@ -4,6 +4,7 @@ use std::convert::Infallible;
 
 use crate::adaptors::bulk::{self, BulkOutcome, Grain};
 use crate::adaptors::channels::{IntoVariant, MapError, StoppedAsError, StoppedAsOptional, WithError};
+use crate::adaptors::collect::{self, FilterMapCollect, MapCollect, TryMapCollect};
 use crate::adaptors::continues_on::{ScheduleFrom, schedule_from};
 use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
@@ -495,6 +496,141 @@ pub trait SenderExt: Sender {
         C: Fn(A, A) -> A,
     {
         reduce::bulk_reduce(self, grain, shape, MapReduce::new(map, combine))
+    }
+
+    /// `bulk_map_collect(sndr, shape, map)`: collects `map(i, &value)` for every `i` in
+    /// `0..shape` into a `Vec`, in index order, then drops the value and completes with
+    /// the `Vec`: rayon's `par_iter().map(map).collect::<Vec<_>>()`. The element type
+    /// needs neither `Default` nor `Clone`: each element is moved straight into its slot
+    /// of the `Vec`'s reserved capacity.
+    ///
+    /// It is `bulk_chunked` of the shape (customizable by domains as that is): on the
+    /// pool, the chunks run on the workers, each writing its own run of the `Vec`; on the
+    /// default domain, without a scheduler, everything runs on the thread that delivered
+    /// the value. A shape of zero completes with an empty `Vec`. An error or stop of the
+    /// predecessor passes through; a stop request between two chunks completes stopped;
+    /// a panic in `map` completes with it. In all three the elements already written are
+    /// dropped before the completion, and the `Vec` is never seen.
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let data: Vec<u64> = (0..10_000).collect();
+    /// let squares = sync_wait(
+    ///     schedule(&pool.scheduler()).then(move |()| data).bulk_map_collect(10_000, |i, v: &Vec<u64>| v[i] * v[i]),
+    /// );
+    /// assert_eq!(squares.unwrap().unwrap(), (0..10_000u64).map(|x| x * x).collect::<Vec<_>>());
+    /// ```
+    fn bulk_map_collect<T, F>(self, shape: usize, map: F) -> MapCollect<Self, T, F>
+    where
+        F: Fn(usize, &Self::Value) -> T,
+    {
+        collect::bulk_map_collect(self, Grain::new(), shape, map)
+    }
+
+    /// `bulk_map_collect` with bounds on the length of its chunks: see [`Grain`]
+    /// (rayon's `par_iter().with_min_len(n).map(..).collect()`).
+    ///
+    /// ```
+    /// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let names = sync_wait(
+    ///     schedule(&pool.scheduler()).bulk_map_collect_with(Grain::new().min_len(64), 1000, |i, _| format!("#{i}")),
+    /// );
+    /// assert_eq!(names.unwrap().unwrap()[999], "#999");
+    /// ```
+    fn bulk_map_collect_with<T, F>(self, grain: Grain, shape: usize, map: F) -> MapCollect<Self, T, F>
+    where
+        F: Fn(usize, &Self::Value) -> T,
+    {
+        collect::bulk_map_collect(self, grain, shape, map)
+    }
+
+    /// `bulk_map_collect` of a fallible `map`: the first error (on a pool, the first to
+    /// be caught) completes the sender with it, after the elements written are dropped.
+    /// Rayon's `par_iter().map(..).collect::<Result<Vec<_>, _>>()`.
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let words = vec!["1", "2", "x", "4"];
+    /// let parse = |i: usize, w: &Vec<&str>| w[i].parse::<u32>().map_err(|_| format!("bad word {i}"));
+    /// let parsed = sync_wait(
+    ///     schedule(&pool.scheduler()).with_error::<String>().then(move |()| words).bulk_try_map_collect(4, parse),
+    /// );
+    /// assert_eq!(parsed, Err("bad word 2".to_string()));
+    /// ```
+    fn bulk_try_map_collect<T, F>(self, shape: usize, map: F) -> TryMapCollect<Self, T, F>
+    where
+        F: Fn(usize, &Self::Value) -> Result<T, Self::Error>,
+    {
+        collect::bulk_try_map_collect(self, Grain::new(), shape, map)
+    }
+
+    /// `bulk_try_map_collect` with bounds on the length of its chunks: see [`Grain`].
+    ///
+    /// ```
+    /// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let halves = sync_wait(schedule(&pool.scheduler()).with_error::<usize>().bulk_try_map_collect_with(
+    ///     Grain::new().max_len(10),
+    ///     100,
+    ///     |i, _| if i % 2 == 0 { Ok(i / 2) } else { Err(i) },
+    /// ));
+    /// assert!(matches!(halves, Err(i) if i % 2 == 1));
+    /// ```
+    fn bulk_try_map_collect_with<T, F>(self, grain: Grain, shape: usize, map: F) -> TryMapCollect<Self, T, F>
+    where
+        F: Fn(usize, &Self::Value) -> Result<T, Self::Error>,
+    {
+        collect::bulk_try_map_collect(self, grain, shape, map)
+    }
+
+    /// `bulk_filter_map_collect(sndr, shape, f)`: collects the `Some`s of `f(i, &value)`
+    /// for `i` in `0..shape` into a `Vec`, in index order, then drops the value and
+    /// completes with the `Vec`: rayon's `filter_map(f).collect()`, and, with
+    /// `keep(x).then(|| x.clone())`, `filter(keep).cloned().collect()`. Each piece of the
+    /// split keeps its elements in a `Vec` of its own; the finish appends them, in order,
+    /// to the first.
+    ///
+    /// Customizable, run, stopped and failed as [`bulk_map_collect`](Self::bulk_map_collect)
+    /// (without a scheduler, on the thread that delivered the value).
+    ///
+    /// ```
+    /// use senders::{StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let data: Vec<u64> = (0..10_000).collect();
+    /// let odd = sync_wait(
+    ///     schedule(&pool.scheduler())
+    ///         .then(move |()| data)
+    ///         .bulk_filter_map_collect(10_000, |i, v: &Vec<u64>| (v[i] % 2 == 1).then_some(v[i])),
+    /// );
+    /// assert_eq!(odd.unwrap().unwrap(), (0..10_000u64).filter(|x| x % 2 == 1).collect::<Vec<_>>());
+    /// ```
+    fn bulk_filter_map_collect<T, F>(self, shape: usize, f: F) -> FilterMapCollect<Self, T, F>
+    where
+        F: Fn(usize, &Self::Value) -> Option<T>,
+    {
+        collect::bulk_filter_map_collect(self, Grain::new(), shape, f)
+    }
+
+    /// `bulk_filter_map_collect` with bounds on the length of its chunks: see [`Grain`].
+    ///
+    /// ```
+    /// use senders::{Grain, StaticThreadPool, SenderExt, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let sevens = sync_wait(
+    ///     schedule(&pool.scheduler()).bulk_filter_map_collect_with(Grain::new().max_len(100), 1000, |i, _| {
+    ///         (i % 7 == 0).then_some(i)
+    ///     }),
+    /// );
+    /// assert_eq!(sevens.unwrap().unwrap(), (0..1000).step_by(7).collect::<Vec<_>>());
+    /// ```
+    fn bulk_filter_map_collect_with<T, F>(self, grain: Grain, shape: usize, f: F) -> FilterMapCollect<Self, T, F>
+    where
+        F: Fn(usize, &Self::Value) -> Option<T>,
+    {
+        collect::bulk_filter_map_collect(self, grain, shape, f)
     }
 
     /// `let_value(sndr, f)`: continues with the sender `f(value)`. The second sender

@@ -12,6 +12,7 @@
 //! | `let_ref.rs` | `let_value_ref`, `let_value_ref_with`: `let_value` by reference, handing the value on |
 //! | `bulk/` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
 //! | `reduce/` | `bulk_reduce`, `bulk_map_reduce`: fold per chunk, then combine in order (lowered onto `bulk_chunked`) |
+//! | `collect.rs` | `bulk_map_collect`, `bulk_try_map_collect`, `bulk_filter_map_collect`: parallel collect into a `Vec`, in order (built on `bulk_chunked`) |
 //! | `when_all/` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
@@ -23,6 +24,7 @@
 //! | `defaults.rs` | `default_transforms!` and `DefaultDomain`'s hooks: each customizable algorithm's default lowering |
 pub(crate) mod bulk;
 pub(crate) mod channels;
+pub(crate) mod collect;
 pub(crate) mod continues_on;
 mod defaults;
 pub(crate) mod either;
@@ -45,6 +47,10 @@ pub use bulk::{
 pub use channels::{
     IntoVariant, IntoVariantReceiver, MapError, MapErrorFn, MapErrorReceiver, StoppedAsError, StoppedAsErrorReceiver,
     StoppedAsOptional, StoppedAsOptionalReceiver, WithError, WithErrorReceiver,
+};
+pub use collect::{
+    CollectFinish, CollectStart, CollectState, FilterFinish, FilterMapChunk, FilterMapCollect, FilterStart,
+    FilterState, MapChunk, MapCollect, Slots, TryMapChunk, TryMapCollect,
 };
 pub use continues_on::{
     ContinuesOnHopReceiver, ContinuesOnReceiver, ScheduleFrom, ScheduleFromOp, StartsOn, StartsOnHopReceiver,
