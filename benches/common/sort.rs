@@ -72,7 +72,11 @@ pub fn paired(
         for _ in 0..calls {
             buf.copy_from_slice(input);
             let start = Instant::now();
-            if ours_side { ours(sch, &mut buf, stable) } else { rayon(pool, &mut buf, stable) }
+            if ours_side {
+                ours(sch, &mut buf, stable)
+            } else {
+                rayon(pool, &mut buf, stable)
+            }
             ns += start.elapsed().as_nanos() as f64;
         }
         ns / f64::from(calls)

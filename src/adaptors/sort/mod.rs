@@ -264,6 +264,47 @@ fn done<'a>() -> AnySender<'a, ()> {
     just(()).boxed()
 }
 
+/// Reverses `v`, by pieces in parallel: the element `i` and its mirror `len - 1 - i`
+/// are swapped by the piece that holds both.
+fn reverse<'a, T: Send>(v: &'a mut [T]) -> AnySender<'a, ()> {
+    let half = v.len() / 2;
+    let (front, rest) = v.split_at_mut(half);
+    let skip = rest.len() - half;
+    let back = &mut rest[skip..];
+    mirror_swap(front, back)
+}
+
+/// Swaps `a[i]` with `b[b.len() - 1 - i]` for every `i` (`a` and `b` as long), by pieces
+/// in parallel.
+fn mirror_swap<'a, T: Send>(a: &'a mut [T], b: &'a mut [T]) -> AnySender<'a, ()> {
+    StopGate
+        .let_value(move |()| {
+            if a.len() <= PIECE {
+                a.iter_mut().zip(b.iter_mut().rev()).for_each(|(x, y)| std::mem::swap(x, y));
+                return done();
+            }
+            let mid = a.len() / 2;
+            let (a1, a2) = a.split_at_mut(mid);
+            let (b1, b2) = b.split_at_mut(b.len() - mid);
+            mirror_swap_pair(a1, b2, a2, b1)
+        })
+        .boxed()
+}
+
+/// The two halves of a [`mirror_swap`], in parallel.
+fn mirror_swap_pair<'a, T: Send>(
+    a1: &'a mut [T],
+    b2: &'a mut [T],
+    a2: &'a mut [T],
+    b1: &'a mut [T],
+) -> AnySender<'a, ()> {
+    crate::when_all((mirror_swap(a1, b2), mirror_swap(a2, b1))).then(|_| ()).boxed()
+}
+
+/// The longest piece of a merge, a copy, an exchange or a reversal that is not split
+/// further.
+const PIECE: usize = 1 << 15;
+
 /// The length of the pieces a recursion over `len` elements on `workers` workers stops
 /// splitting at: about eight per worker, and never below `min`.
 fn leaf_len(len: usize, workers: usize, min: usize) -> usize {

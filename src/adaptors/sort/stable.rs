@@ -13,14 +13,12 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::{SortCompare, StopGate, done, leaf_len};
+use super::{PIECE, SortCompare, StopGate, done, leaf_len, reverse};
 use crate::any::AnySender;
 use crate::{SenderExt, just, when_all};
 
 /// The shortest run the recursion sorts with the std sort.
 const MIN_LEAF: usize = 1 << 12;
-/// The longest piece of a merge, or of a copy, that is not split further.
-const PIECE: usize = 1 << 15;
 
 /// Sorts `v` (more than one element) with `buf`, as long, as the merge buffer.
 pub(super) fn sort<'a, T: Send, C: SortCompare<T>>(
@@ -29,6 +27,11 @@ pub(super) fn sort<'a, T: Send, C: SortCompare<T>>(
     cmp: &'a C,
     workers: usize,
 ) -> AnySender<'a, ()> {
+    // A strictly descending input (its first two elements say whether to look) is
+    // reversed, which is its stable sort, in one pass and a parallel reversal.
+    if cmp.is_less(&v[1], &v[0]) && (1..v.len()).all(|i| cmp.is_less(&v[i], &v[i - 1])) {
+        return reverse(v);
+    }
     let leaf = leaf_len(v.len(), workers, MIN_LEAF);
     node(v, buf, cmp, leaf)
 }

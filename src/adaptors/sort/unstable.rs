@@ -18,7 +18,7 @@
 //!
 //! Only swaps move elements (and the std sort), so a panic leaves a permutation.
 
-use super::{SortCompare, StopGate, done, leaf_len};
+use super::{SortCompare, StopGate, done, leaf_len, reverse};
 use crate::any::AnySender;
 use crate::{SenderExt, when_all};
 
@@ -49,8 +49,9 @@ fn node<'a, T: Send, C: SortCompare<T>>(
 ) -> AnySender<'a, ()> {
     StopGate
         .let_value(move |()| match step(v, pred, cmp, limits) {
-            None => done(),
-            Some(((l, lp, ll), (r, rp, rl))) => {
+            Next::Done => done(),
+            Next::Reverse(v) => reverse(v),
+            Next::Split((l, lp, ll), (r, rp, rl)) => {
                 when_all((node(l, lp, cmp, ll), node(r, rp, cmp, rl))).then(|_| ()).boxed()
             }
         })
@@ -60,27 +61,34 @@ fn node<'a, T: Send, C: SortCompare<T>>(
 /// A side to sort: the slice, its left neighbour, its limits.
 type Side<'a, T> = (&'a mut [T], Option<&'a mut T>, Limits);
 
-/// One node's work: sorts `v` here if it is short, sorted or reversed, or if the bad-pivot
-/// budget is spent; otherwise partitions it and returns its two sides.
+/// What is left of a node after its own work.
+enum Next<'a, T> {
+    /// Sorted.
+    Done,
+    /// Sorted once reversed.
+    Reverse(&'a mut [T]),
+    /// Partitioned: the two sides to sort.
+    Split(Side<'a, T>, Side<'a, T>),
+}
+
+/// One node's work: sorts `v` here if it is short, sorted, or if the bad-pivot budget is
+/// spent; finds it reversed; or partitions it and returns its two sides.
 fn step<'a, T, C: SortCompare<T>>(
     mut v: &'a mut [T],
     pred: Option<&'a mut T>,
     cmp: &C,
     mut limits: Limits,
-) -> Option<(Side<'a, T>, Side<'a, T>)> {
+) -> Next<'a, T> {
     loop {
         let len = v.len();
         if len <= limits.leaf || limits.bad == 0 {
             cmp.sort_seq(v, false);
-            return None;
+            return Next::Done;
         }
         let (p, hint) = choose_pivot(v, cmp);
         match hint {
-            Hint::Ascending if v.windows(2).all(|w| !cmp.is_less(&w[1], &w[0])) => return None,
-            Hint::Descending if v.windows(2).all(|w| !cmp.is_less(&w[0], &w[1])) => {
-                v.reverse();
-                return None;
-            }
+            Hint::Ascending if (1..len).all(|i| !cmp.is_less(&v[i], &v[i - 1])) => return Next::Done,
+            Hint::Descending if (1..len).all(|i| !cmp.is_less(&v[i - 1], &v[i])) => return Next::Reverse(v),
             _ => {}
         }
         if let Some(pred) = pred.as_deref()
@@ -109,7 +117,7 @@ fn step<'a, T, C: SortCompare<T>>(
             break_patterns(left);
             break_patterns(right);
         }
-        return Some(((left, pred, limits), (right, Some(pivot), limits)));
+        return Next::Split((left, pred, limits), (right, Some(pivot), limits));
     }
 }
 
