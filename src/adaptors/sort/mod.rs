@@ -9,23 +9,7 @@
 //! | `stable.rs` | the stable sort: a parallel merge sort (std `sort` on runs, merges split by binary search) |
 //! | `unstable.rs` | the unstable sort: a parallel pattern-defeating quicksort (std `sort_unstable` below a cutoff) |
 //!
-//! **Where the work runs.** The sender keeps the value in its operation (as
-//! `let_value_ref` does) and looks at the thread that delivered it. On a worker of a
-//! [`StaticThreadPool`](crate::StaticThreadPool) (the predecessor completes on the pool's
-//! scheduler), the recursion runs on that pool: every split is a two-child `when_all`
-//! whose second child idle workers steal. Anywhere else the slice is sorted by the std
-//! sort (`slice::sort_by` or `slice::sort_unstable_by`) on that thread, before the
-//! sender completes: `sync_wait(just(v).bulk_sort())` is the sequential sort.
-//!
-//! **Panics, stop, errors.** The recursion only moves elements by swaps (the quicksort),
-//! by the std sorts (on the leaves) and by copying a fully merged buffer back over its
-//! run (the merges), so at any point, a panic of the comparator included, the slice holds
-//! a permutation of its input, as the std sorts promise. A panic is delivered with
-//! `set_panic` once every piece has finished (the others see a stop request and skip
-//! their work); a stop request is seen before each piece starts, and completes the sender
-//! stopped with the slice a permutation of its input (an owned value is dropped, a
-//! borrowed slice keeps that permutation). An error or stop of the predecessor passes
-//! through.
+//! Where the work runs, and what a panic or a stop leaves: see [`BulkSort`].
 
 use std::cmp::Ordering;
 use std::convert::Infallible;
@@ -168,7 +152,25 @@ impl<T, K: Ord, F: Fn(&T) -> K + Sync> SortCompare<T> for ByKey<F> {
 /// The sender of the parallel sorts ([`SenderExt::bulk_sort`](crate::SenderExt::bulk_sort)
 /// and its forms): completes with the predecessor's value (`V: AsMut<[T]>`: a `Vec<T>`,
 /// a `Box<[T]>`, a borrowed `&mut [T]`, ...) with its slice sorted by `C`, stably if
-/// `STABLE`. See the [module](self) for where the work runs.
+/// `STABLE`.
+///
+/// **Where the work runs.** The sender keeps the value in its operation (as
+/// `let_value_ref` does) and looks at the thread that delivered it. On a worker of a
+/// [`StaticThreadPool`](crate::StaticThreadPool) (the predecessor completes on the pool's
+/// scheduler), the recursion runs on that pool: every split is a two-child `when_all`
+/// whose second child idle workers steal. Anywhere else the slice is sorted by the std
+/// sort (`slice::sort_by` or `slice::sort_unstable_by`) on that thread, before the
+/// sender completes: `sync_wait(just(v).bulk_sort())` is the sequential sort.
+///
+/// **Panics, stop, errors.** The recursion only moves elements by swaps (the quicksort),
+/// by the std sorts (on the leaves) and by copying a fully merged buffer back over its
+/// run (the merges), so at any point, a panic of the comparator included, the slice holds
+/// a permutation of its input, as the std sorts promise. A panic is delivered with
+/// `set_panic` once every piece has finished (the others see a stop request and skip
+/// their work); a stop request is seen before each piece starts, and completes the sender
+/// stopped with the slice a permutation of its input (an owned value is dropped, a
+/// borrowed slice keeps that permutation). An error or stop of the predecessor passes
+/// through.
 #[must_use = "senders do nothing unless connected and started"]
 pub struct BulkSort<S, T, C, const STABLE: bool> {
     sndr: S,
