@@ -3,6 +3,10 @@
 //! with the whole slice back in hand. No `Task`, no `unsafe`, no `Arc`: the children
 //! borrow the caller's vector, and the pool's `when_all` forks them.
 //!
+//! It shows how `let_value_ref` lends; to sort, use the crate's own parallel sorts,
+//! `SenderExt::bulk_sort` and `bulk_sort_unstable` (a merge sort with parallel merges
+//! and a quicksort, both with the std sorts at their leaves).
+//!
 //! `cargo run --release --example mergesort` sorts 2^16 numbers on a 2-worker pool and
 //! checks the result; an argument sets the length, e.g. `-- 1000000`. `benches/lend.rs`
 //! times the same code against `rayon::join`.

@@ -10,6 +10,7 @@ use crate::adaptors::either::EitherSender;
 use crate::adaptors::let_::{Let, OnError, OnStopped, OnValue};
 use crate::adaptors::let_ref::{LendAny, LendFn, LendScope, LendTyped, LetValueRef};
 use crate::adaptors::reduce::{self, FoldReduce, MapReduce};
+use crate::adaptors::sort::{BulkSort, By, ByKey, ByOrd};
 use crate::adaptors::then::{self, UponError, UponStopped};
 use crate::adaptors::write_env::{Prop, WriteEnv};
 use crate::any::{AnyReceiver, AnySender};
@@ -631,6 +632,153 @@ pub trait SenderExt: Sender {
         F: Fn(usize, &Self::Value) -> Option<T>,
     {
         collect::bulk_filter_map_collect(self, grain, shape, f)
+    }
+
+    /// Sorts the value's slice (`V: AsMut<[T]>`: a `Vec<T>`, a `Box<[T]>`, a borrowed
+    /// `&mut [T]` or `&mut Vec<T>`, ...) by [`Ord`], stably, then completes with the
+    /// value: rayon's `par_sort`. A parallel merge sort: the std `slice::sort` on runs, then
+    /// merges cut by binary search so that they run in parallel, through a buffer as
+    /// long as the slice.
+    ///
+    /// The `bulk_` prefix is the crate's for the data-parallel algorithms on a value
+    /// (`bulk_each`, `bulk_chunks_mut`, `bulk_reduce`): **on a pool** (the value arrives on
+    /// a worker of a [`StaticThreadPool`](crate::StaticThreadPool), as after
+    /// `schedule(&pool.scheduler())`) the sort runs in parallel on that pool's workers;
+    /// **elsewhere** (`just(v).bulk_sort()` waited on by `sync_wait` on an ordinary thread)
+    /// it is `slice::sort`, on the thread that delivered the value. An error or stop of
+    /// the predecessor passes through. A panic of `Ord` completes with `set_panic`,
+    /// leaving the slice a permutation of its input (as `slice::sort` promises; a
+    /// borrowed slice keeps it); a stop request seen between two pieces completes
+    /// stopped, the slice likewise a permutation. Element types need neither `Default`
+    /// nor `Clone`. See [`BulkSort`](crate::adaptors::BulkSort).
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v: Vec<u32> = (0..100_000u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    /// let sorted = sync_wait(schedule(&pool.scheduler()).then(move |()| v).bulk_sort()).unwrap().unwrap();
+    /// assert!(sorted.is_sorted());
+    /// ```
+    ///
+    /// A borrowed slice, lent by `let_value_ref`:
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, just, starts_on, sync_wait_value};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let (v, sorted) = sync_wait_value(starts_on(
+    ///     pool.scheduler(),
+    ///     just(vec![5, 3, 9, 1]).let_value_ref(|v, _| just(v.as_mut_slice()).bulk_sort().then(|s| s.len()).boxed()),
+    /// ));
+    /// assert_eq!((v, sorted), (vec![1, 3, 5, 9], 4));
+    /// ```
+    fn bulk_sort<T>(self) -> BulkSort<Self, T, ByOrd, true>
+    where
+        Self::Value: AsMut<[T]>,
+        T: Ord + Send,
+    {
+        BulkSort::new(self, ByOrd)
+    }
+
+    /// [`bulk_sort`](Self::bulk_sort) by a comparator (`slice::sort_by`, rayon's
+    /// `par_sort_by`): stable, in parallel on a pool, the std sort elsewhere.
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let words = vec!["pear", "fig", "apple", "kiwi"];
+    /// let by_len = sync_wait(schedule(&pool.scheduler()).then(move |()| words).bulk_sort_by(|a, b| a.len().cmp(&b.len())));
+    /// assert_eq!(by_len.unwrap().unwrap(), ["fig", "pear", "kiwi", "apple"], "stable: pear before kiwi");
+    /// ```
+    fn bulk_sort_by<T, F>(self, compare: F) -> BulkSort<Self, T, By<F>, true>
+    where
+        Self::Value: AsMut<[T]>,
+        T: Send,
+        F: Fn(&T, &T) -> std::cmp::Ordering + Sync,
+    {
+        BulkSort::new(self, By::new(compare))
+    }
+
+    /// [`bulk_sort`](Self::bulk_sort) by a key (`slice::sort_by_key`, rayon's
+    /// `par_sort_by_key`; the key is computed at every comparison): stable, in parallel
+    /// on a pool, the std sort elsewhere.
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v = vec![(2, 'a'), (1, 'b'), (2, 'c'), (1, 'd')];
+    /// let s = sync_wait(schedule(&pool.scheduler()).then(move |()| v).bulk_sort_by_key(|p: &(i32, char)| p.0));
+    /// assert_eq!(s.unwrap().unwrap(), [(1, 'b'), (1, 'd'), (2, 'a'), (2, 'c')]);
+    /// ```
+    fn bulk_sort_by_key<T, K, F>(self, key: F) -> BulkSort<Self, T, ByKey<F>, true>
+    where
+        Self::Value: AsMut<[T]>,
+        T: Send,
+        K: Ord,
+        F: Fn(&T) -> K + Sync,
+    {
+        BulkSort::new(self, ByKey::new(key))
+    }
+
+    /// Sorts the value's slice by [`Ord`], not keeping equal elements in order, in place
+    /// (no buffer), then completes with the value: rayon's `par_sort_unstable`. A
+    /// parallel quicksort in the manner of pattern-defeating quicksort (sorted, reversed
+    /// and many-equal inputs in linear time or close, the std `slice::sort_unstable`
+    /// below a cutoff and after too many bad pivots). Where it runs, and its panics,
+    /// stops and errors, as for [`bulk_sort`](Self::bulk_sort): in parallel on a pool,
+    /// `slice::sort_unstable` on the thread that delivered the value elsewhere.
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v: Vec<u64> = (0..100_000u64).rev().collect();
+    /// let sorted = sync_wait(schedule(&pool.scheduler()).then(move |()| v).bulk_sort_unstable()).unwrap().unwrap();
+    /// assert!(sorted.iter().copied().eq(0..100_000));
+    /// ```
+    fn bulk_sort_unstable<T>(self) -> BulkSort<Self, T, ByOrd, false>
+    where
+        Self::Value: AsMut<[T]>,
+        T: Ord + Send,
+    {
+        BulkSort::new(self, ByOrd)
+    }
+
+    /// [`bulk_sort_unstable`](Self::bulk_sort_unstable) by a comparator
+    /// (`slice::sort_unstable_by`, rayon's `par_sort_unstable_by`).
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v: Vec<i32> = (0..10_000).collect();
+    /// let desc = sync_wait(schedule(&pool.scheduler()).then(move |()| v).bulk_sort_unstable_by(|a, b| b.cmp(a)));
+    /// assert_eq!(desc.unwrap().unwrap()[..3], [9_999, 9_998, 9_997]);
+    /// ```
+    fn bulk_sort_unstable_by<T, F>(self, compare: F) -> BulkSort<Self, T, By<F>, false>
+    where
+        Self::Value: AsMut<[T]>,
+        T: Send,
+        F: Fn(&T, &T) -> std::cmp::Ordering + Sync,
+    {
+        BulkSort::new(self, By::new(compare))
+    }
+
+    /// [`bulk_sort_unstable`](Self::bulk_sort_unstable) by a key
+    /// (`slice::sort_unstable_by_key`, rayon's `par_sort_unstable_by_key`).
+    ///
+    /// ```
+    /// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait};
+    /// let pool = StaticThreadPool::new(2).unwrap();
+    /// let v: Vec<i32> = (-500..500).collect();
+    /// let s = sync_wait(schedule(&pool.scheduler()).then(move |()| v).bulk_sort_unstable_by_key(|x: &i32| x.abs()));
+    /// assert!(s.unwrap().unwrap().windows(2).all(|w| w[0].abs() <= w[1].abs()));
+    /// ```
+    fn bulk_sort_unstable_by_key<T, K, F>(self, key: F) -> BulkSort<Self, T, ByKey<F>, false>
+    where
+        Self::Value: AsMut<[T]>,
+        T: Send,
+        K: Ord,
+        F: Fn(&T) -> K + Sync,
+    {
+        BulkSort::new(self, ByKey::new(key))
     }
 
     /// `let_value(sndr, f)`: continues with the sender `f(value)`. The second sender

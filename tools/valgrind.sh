@@ -30,6 +30,8 @@
 # - on_either: `on` and `EitherSender`, whose operation states build and pin their parts;
 # - drop_order, panics: completions that must drop everything first (values borrowing
 #   the waiter's frame), and panics in drops and stop callbacks that must reach a waiter;
+# - sort: the parallel sorts' merge buffer (bitwise copies in, copied back whole),
+#   through panicking comparators, stop requests and drop-counting elements;
 # - let_value_ref: the value lent from inside the operation, the lent sender's operation
 #   dropped in its own completion, and the value handed on;
 # - time, when_any: timed senders (their nodes in the timer heaps, stop callbacks racing
@@ -56,7 +58,7 @@ declare -A SKIP=(
     [bridge]="a_leaked_future_leaks_memory_but_the_operation_completes" # mem::forget
     [stop]="callback_dropping_a_callback_that_already_ran callback_dropping_a_not_yet_run_callback_prevents_it callback_registering_on_the_stopping_source_runs_inline callback_that_drops_itself callback_that_drops_itself_through_a_raw_pointer" # a leaked 'static source
     [bad_input]="a_join_started_inside_the_scopes_own_work_completes_after_it spawn_of_a_sender_whose_connect_panics_unwinds_to_the_caller_and_the_join_completes" # leak() for 'static scopes
-    [drop_order]="" [panics]="" [let_value_ref]="" [time]="" [when_any]="" [model_random]="" [on_either]="" [any_sender]="" [when_all]="" [when_all_vec]="" [adaptors_basic]="" [let_and_transfer]="" [bulk_each]="" [schedulers]="" [domains]=""
+    [drop_order]="" [panics]="" [sort]="" [let_value_ref]="" [time]="" [when_any]="" [model_random]="" [on_either]="" [any_sender]="" [when_all]="" [when_all_vec]="" [adaptors_basic]="" [let_and_transfer]="" [bulk_each]="" [schedulers]="" [domains]=""
 )
 
 memcheck=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite)

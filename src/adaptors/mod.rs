@@ -13,6 +13,7 @@
 //! | `bulk/` | `bulk`, `bulk_chunked`, `bulk_unchunked`, `bulk_each`, `bulk_chunks_mut`, and their [`Grain`] (default lowering; the pool's is in `pool/domain.rs`) |
 //! | `reduce/` | `bulk_reduce`, `bulk_map_reduce`: fold per chunk, then combine in order (lowered onto `bulk_chunked`) |
 //! | `collect.rs` | `bulk_map_collect`, `bulk_try_map_collect`, `bulk_filter_map_collect`: parallel collect into a `Vec`, in order (built on `bulk_chunked`) |
+//! | `sort/` | `bulk_sort`, `bulk_sort_unstable` and their `_by` / `_by_key` forms: a parallel merge sort and quicksort on `when_all` |
 //! | `when_all/` | `when_all`, `fork_join`, and the start policies a domain plugs in |
 //! | `when_any.rs` | `when_any`: the first of several senders to complete decides |
 //! | `continues_on.rs` | `continues_on` / `schedule_from`, and `starts_on` |
@@ -32,6 +33,7 @@ pub(crate) mod let_;
 pub(crate) mod let_ref;
 pub(crate) mod on;
 pub(crate) mod reduce;
+pub(crate) mod sort;
 pub(crate) mod stop_when;
 pub(crate) mod then;
 pub(crate) mod when_all;
@@ -65,6 +67,9 @@ pub use let_ref::{
 pub use on::{On, OnOp, on};
 pub use reduce::{
     BulkReduce, FoldReduce, MapReduce, ReduceChunk, ReduceFinish, ReduceFns, ReduceOnChunked, ReduceStart, ReduceState,
+};
+pub use sort::{
+    Attach, AttachReceiver, BulkSort, By, ByKey, ByOrd, Detach, SortCompare, Sorting, StopGate, StopGateOp,
 };
 pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
