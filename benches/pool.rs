@@ -12,7 +12,7 @@
 //! | `bulk_expensive_8x2ms`, `bulk_expensive_2x20ms` | `bulk` and `bulk_unchunked` of 8 items of 2 ms, 2 of 20 ms | `par_iter().for_each` | the ideal time (items spread evenly) |
 //! | `bulk_cheap_16` | `bulk` of 16 items of ~50 ns | `par_iter().for_each` | a sequential loop |
 //! | `nbody` | one step of rayon-demo's n-body (2000 bodies) with `bulk_each` | `par_iter_mut` | |
-//! | `tree8`, `tree8_work_300ns` | an 8-ary tree of 2.4 M nodes, each summing its children through `when_all_iter` of `AnySender`s | `par_iter().map(..).sum()` over the children | |
+//! | `tree8`, `tree8_work_300ns` | an 8-ary tree of 2.4 M nodes, each summing its children through `when_all_iter` of `AnySender`s, built in a `let_value` (`senders`) and as the natural recursion (`senders_natural`) | `par_iter().map(..).sum()` over the children | |
 //! | `tree` | a 2^20 − 1 node binary tree through `when_all` | `rayon::join` | plain recursion; our default domain; the erased floor |
 //! | `fib` | `fib(30)` through `when_all`, no cutoff | `rayon::join` | as for `tree` |
 //! | `nested_fib`, `nested_tree`, `nested_factorial` | `fib(30)`, the 2^20 tree and `9999!` (rayon-demo's divide and conquer, a schoolbook big-integer product), each node `sync_wait`ing a `when_all` of its two children on the pool: nested fork-join (`common/nested.rs`) | `rayon::join` | |
@@ -48,7 +48,7 @@
 //! `fib(22)` 200 times on the pool, without criterion. Also: `tree:<depth>:<repeats>`,
 //! `fib_latent` and `tree_latent` (latent forks on), `nested_fib`, `nested_tree`,
 //! `nested_factorial` and `rayon_factorial` (the product `1..=n`), `fib_default` (sequential
-//! `when_all`), `rayon_fib`, `rayon_tree`, `tree8` and `rayon_tree8` (the 8-ary tree of
+//! `when_all`), `rayon_fib`, `rayon_tree`, `tree8`, `tree8_natural` and `rayon_tree8` (the 8-ary tree of
 //! depth `n`), `tree8_spin` and `rayon_tree8_spin` (the same with one spin per node, so
 //! that our leaves are erased blocks as in `tree8_work_300ns`), `floor_fib`,
 //! `floor_tree`, `completion_fib`, `completion_tree`, and
@@ -905,9 +905,21 @@ fn tree8_node(d: u32, work: u64) -> AnySender<'static, u64> {
     }
     just(())
         .let_value(move |()| {
-            when_all_iter((0..8).map(|_| tree8_node(d - 1, work)))
+            when_all_iter((0..8).map(move |_| tree8_node(d - 1, work)))
                 .then(move |children| children.iter().sum::<u64>() + node_value(work))
         })
+        .boxed()
+}
+
+/// The same node as a user writes the recursion, with no `let_value` around it:
+/// `when_all_iter` pulls its children when it starts, so building the root builds one
+/// node.
+fn tree8_natural(d: u32, work: u64) -> AnySender<'static, u64> {
+    if d == 0 {
+        return if work == 0 { just(1).boxed() } else { just(()).then(move |()| node_value(work)).boxed() };
+    }
+    when_all_iter((0..8).map(move |_| tree8_natural(d - 1, work)))
+        .then(move |children| children.iter().sum::<u64>() + node_value(work))
         .boxed()
 }
 
@@ -940,6 +952,11 @@ fn tree8(c: &mut Criterion) {
                 assert_eq!(v, Some(nodes));
             });
         }
+        let sch = pool.scheduler();
+        g.bench("senders_natural", move || {
+            let v = sync_wait(starts_on(sch.clone(), tree8_natural(TREE8_DEPTH, work))).unwrap();
+            assert_eq!(v, Some(nodes));
+        });
         g.bench("rayon", || assert_eq!(rpool.install(|| rayon_tree8(TREE8_DEPTH, work)), nodes));
         g.finish();
     }
@@ -1410,6 +1427,7 @@ fn profile(spec: &str) {
             "tree_latent" => sync_wait(starts_on(latent_sch.clone(), tree_node(n as u32))).unwrap().unwrap(),
             "fib_default" => sync_wait(fib_node(n)).unwrap().unwrap(),
             "tree8" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 0))).unwrap().unwrap(),
+            "tree8_natural" => sync_wait(starts_on(sch.clone(), tree8_natural(n as u32, 0))).unwrap().unwrap(),
             "rayon_tree8" => rpool.install(|| rayon_tree8(n as u32, 0)),
             // One spin per node: the leaves are erased blocks, as in `tree8_work_300ns`.
             "tree8_spin" => sync_wait(starts_on(sch.clone(), tree8_node(n as u32, 1))).unwrap().unwrap(),

@@ -253,7 +253,9 @@ fn tree8_when_all(d: u32) -> AnySender<'static, u64> {
         return just(1).boxed();
     }
     just(())
-        .let_value(move |()| when_all_iter((0..8).map(|_| tree8_when_all(d - 1))).then(|v| v.iter().sum::<u64>() + 1))
+        .let_value(move |()| {
+            when_all_iter((0..8).map(move |_| tree8_when_all(d - 1))).then(|v| v.iter().sum::<u64>() + 1)
+        })
         .boxed()
 }
 

@@ -71,7 +71,7 @@ fn node(depth: u32, value: u64) -> AnySender<'static, u64> {
     if depth == 0 {
         return just(value).boxed();
     }
-    when_all_iter((0..8).map(|i| node(depth - 1, value * 8 + i))).then(|v| v.iter().sum::<u64>()).boxed()
+    when_all_iter((0..8).map(move |i| node(depth - 1, value * 8 + i))).then(|v| v.iter().sum::<u64>()).boxed()
 }
 
 #[test]
@@ -210,21 +210,200 @@ fn when_all_iter_takes_iterators_without_a_size_hint_in_order() {
 }
 
 #[test]
-fn a_panic_while_collecting_the_senders_drops_those_already_made() {
+fn a_panic_while_collecting_the_senders_is_delivered_and_drops_those_already_made() {
     quiet_panics();
     let live = AtomicUsize::new(0);
-    let msg = panic_message(|| {
+    let pool = common::pool(2);
+    for on_pool in [false, true] {
         let live = &live;
-        when_all_iter((0..50).map(move |i| {
+        let children = when_all_iter((0..50).map(move |i| {
             assert!(i != 37, "{QUIET}: sender 37");
             just(Counted::new(live))
-        }))
-    });
-    assert_eq!(msg, format!("{QUIET}: sender 37"));
-    assert_eq!(live.load(Ordering::SeqCst), 0, "the 37 senders made were dropped");
-    // Dropped unconnected, or connected and never started: nothing leaks either.
+        }));
+        assert_eq!(live.load(Ordering::SeqCst), 0, "nothing is made before the start");
+        let msg = if on_pool {
+            panic_message(|| sync_wait(starts_on(pool.scheduler(), children)))
+        } else {
+            panic_message(|| sync_wait(children))
+        };
+        assert_eq!(msg, format!("{QUIET}: sender 37"), "on_pool: {on_pool}");
+        assert_eq!(live.load(Ordering::SeqCst), 0, "the 37 senders made were dropped (on_pool: {on_pool})");
+    }
+    // Dropped unconnected, or connected and never started: nothing is made.
     drop(when_all_iter((0..10).map(|_| just(Counted::new(&live)))));
     assert_eq!(live.load(Ordering::SeqCst), 0);
+}
+
+/// A panic in the iterator of a node deep in a recursion fails the whole tree with that
+/// panic, and the pool's workers survive it.
+#[test]
+fn a_panic_in_a_nested_iterator_reaches_the_root_on_the_pool() {
+    quiet_panics();
+    fn node(depth: u32, id: u64) -> AnySender<'static, u64> {
+        if depth == 0 {
+            return just(1).boxed();
+        }
+        when_all_iter((0..8).map(move |i| {
+            assert!(id != 77 || i != 5, "{QUIET}: node 77's sixth child");
+            node(depth - 1, id * 8 + i)
+        }))
+        .then(|v| v.iter().sum::<u64>())
+        .boxed()
+    }
+    let pool = common::pool(2);
+    let msg = panic_message(|| sync_wait(starts_on(pool.scheduler(), node(4, 1))));
+    assert_eq!(msg, format!("{QUIET}: node 77's sixth child"));
+    assert_eq!(sync_wait(starts_on(pool.scheduler(), node(3, 1000))), Ok(Some(512)), "the pool still runs");
+}
+
+/// The natural recursion: building the sender of a tree builds its root only; each
+/// node makes its children's senders when it starts.
+mod lazy {
+    use super::*;
+
+    /// A node of an 8-ary tree, counting every sender made in `built`.
+    fn node(depth: u32, built: &'static AtomicUsize) -> AnySender<'static, u64> {
+        built.fetch_add(1, Ordering::Relaxed);
+        if depth == 0 {
+            return just(1).boxed();
+        }
+        when_all_iter((0..8).map(move |_| node(depth - 1, built))).then(|v| 1 + v.iter().sum::<u64>()).boxed()
+    }
+
+    fn nodes(depth: u32) -> u64 {
+        (0..=depth).map(|k| 8u64.pow(k)).sum()
+    }
+
+    #[test]
+    fn building_a_large_tree_builds_only_its_root() {
+        static BUILT: AtomicUsize = AtomicUsize::new(0);
+        let root = node(12, &BUILT);
+        assert_eq!(BUILT.load(Ordering::SeqCst), 1, "a tree of 78 G nodes: only the root is built");
+        drop(root);
+        assert_eq!(BUILT.load(Ordering::SeqCst), 1);
+    }
+
+    /// A tree of 2.4 M nodes completes on the pool, every node built once, while the
+    /// senders built and not yet started stay few. On one worker, which runs the tree
+    /// depth first, they are at most the unstarted siblings along one path: seven per
+    /// level. On two, each node is still built once, by the worker that starts its
+    /// parent.
+    #[test]
+    fn a_tree_of_millions_of_nodes_is_built_as_it_runs() {
+        static BUILT: AtomicUsize = AtomicUsize::new(0);
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        static MOST_AHEAD: AtomicUsize = AtomicUsize::new(0);
+        fn counted(depth: u32) -> AnySender<'static, u64> {
+            BUILT.fetch_add(1, Ordering::Relaxed);
+            let body = move |()| {
+                let started = STARTED.fetch_add(1, Ordering::Relaxed) + 1;
+                MOST_AHEAD.fetch_max(BUILT.load(Ordering::Relaxed) - started, Ordering::Relaxed);
+                if depth == 0 {
+                    return just(1).boxed();
+                }
+                when_all_iter((0..8).map(move |_| counted(depth - 1))).then(|v| 1 + v.iter().sum::<u64>()).boxed()
+            };
+            just(()).let_value(body).boxed()
+        }
+        for workers in [1, 2] {
+            BUILT.store(0, Ordering::SeqCst);
+            STARTED.store(0, Ordering::SeqCst);
+            MOST_AHEAD.store(0, Ordering::SeqCst);
+            let pool = common::pool(workers);
+            let root = counted(7);
+            assert_eq!(BUILT.load(Ordering::SeqCst), 1);
+            assert_eq!(sync_wait(starts_on(pool.scheduler(), root)), Ok(Some(nodes(7))));
+            assert_eq!(BUILT.load(Ordering::SeqCst) as u64, nodes(7), "every node built once ({workers} workers)");
+            assert_eq!(STARTED.load(Ordering::SeqCst) as u64, nodes(7));
+            if workers == 1 {
+                let ahead = MOST_AHEAD.load(Ordering::SeqCst);
+                assert!(ahead <= 7 * 7, "{ahead} senders built and not started at once");
+            }
+        }
+    }
+
+    #[test]
+    fn values_come_in_order_and_children_run_on_several_workers() {
+        let pool = named_pool(2, "lazy");
+        let sch = pool.scheduler();
+        let names = Mutex::new(HashSet::new());
+        let names = &names;
+        // Each child spins a little, so that the other worker steals some.
+        let leaf = move |i: u64| {
+            just(i)
+                .then(move |i| {
+                    names.lock().unwrap().insert(thread_name().unwrap_or_default());
+                    common::spin(50);
+                    i
+                })
+                .boxed()
+        };
+        let fan = when_all_iter((0..64u64).map(leaf));
+        let values = sync_wait(starts_on(sch.clone(), fan)).unwrap().unwrap();
+        assert_eq!(values, (0..64).collect::<Vec<_>>());
+        let names = names.lock().unwrap();
+        assert!(names.iter().all(|n| n.starts_with("lazy-")), "{names:?}");
+        assert_eq!(names.len(), 2, "the pool's domain forked the children onto both workers: {names:?}");
+    }
+
+    #[test]
+    fn the_iterator_runs_on_the_thread_that_starts_it() {
+        let pool = named_pool(1, "starter");
+        let ran_on = Mutex::new(None);
+        let ran_on = &ran_on;
+        let fan = when_all_iter((0..3u64).inspect(move |_| *ran_on.lock().unwrap() = thread_name()).map(just));
+        assert_eq!(sync_wait(starts_on(pool.scheduler(), fan)), Ok(Some(vec![0, 1, 2])));
+        assert_eq!(ran_on.lock().unwrap().as_deref(), Some("starter-0"));
+    }
+
+    #[test]
+    fn errors_and_stops_of_lazily_made_children_win_and_stop_the_rest() {
+        let pool = common::pool(2);
+        let made = AtomicUsize::new(0);
+        let made = &made;
+        let failing = || {
+            when_all_iter((0..30u32).map(move |i| {
+                made.fetch_add(1, Ordering::SeqCst);
+                if i == 7 { just_error::<bool, u32>(i).boxed() } else { stop_probe::<u32>().boxed() }
+            }))
+        };
+        assert_eq!(sync_wait(failing()), Err(7));
+        assert_eq!(made.load(Ordering::SeqCst), 30);
+        assert_eq!(sync_wait(starts_on(pool.scheduler(), failing())), Err(7));
+        let stopped = when_all_iter((0..5).map(|i| {
+            if i == 2 { just_stopped::<bool, Infallible>().boxed() } else { stop_probe::<Infallible>().boxed() }
+        }));
+        assert_eq!(sync_wait(stopped), Ok(None));
+        // A parent stop request requested before the start reaches the children made
+        // at the start.
+        let source = InplaceStopSource::new();
+        source.request_stop();
+        let probes = when_all_iter((0..5).map(|_| stop_probe::<Infallible>()));
+        assert_eq!(sync_wait(with_stop(&source, probes)), Ok(Some(vec![true; 5])));
+    }
+
+    #[test]
+    fn an_empty_iterator_completes_at_once_inline_and_on_the_pool() {
+        let pool = common::pool(2);
+        let empty = || when_all_iter(std::iter::empty::<AnySender<u8>>());
+        assert_eq!(sync_wait(empty()), Ok(Some(vec![])));
+        assert_eq!(sync_wait(starts_on(pool.scheduler(), empty())), Ok(Some(vec![])));
+        let tree = when_all_iter((0..4).map(|_| empty().boxed())).then(|v| v.len());
+        assert_eq!(sync_wait(starts_on(pool.scheduler(), tree)), Ok(Some(4)));
+    }
+
+    #[test]
+    fn a_tree_borrowing_its_nodes_sums_them_on_the_pool() {
+        let tree = common::make_tree(10);
+        fn visit(t: &common::Tree) -> AnySender<'_, usize> {
+            t.visits.fetch_add(1, Ordering::SeqCst);
+            let children = t.left.iter().chain(&t.right).map(|c| visit(c));
+            when_all_iter(children).then(|v| 1 + v.iter().sum::<usize>()).boxed()
+        }
+        let pool = common::pool(2);
+        let count = sync_wait(starts_on(pool.scheduler(), visit(&tree))).unwrap().unwrap();
+        assert_eq!(count, common::all_visited_once(&tree));
+    }
 }
 
 /// On the pool, children that are ready values are started where the `when_all` runs,

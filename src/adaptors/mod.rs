@@ -75,8 +75,8 @@ pub use stop_when::{StopWhen, StopWhenOp, StopWhenReceiver, stop_when};
 pub use then::{Then, ThenFn, ThenImpl, ThenReceiver, UponError, UponErrorReceiver, UponStopped, UponStoppedReceiver};
 pub use when_all::{
     ChildOp, ChildSlot, ConnectTuple, DomainFold, ForkJob, ForkJoin, ListCells, SenderTuple, Sequential,
-    Shared as WhenAllShared, StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllOp, WhenAllReceiver, fork_join,
-    when_all, when_all_iter, when_all_with_variant,
+    Shared as WhenAllShared, StartPolicy, ValueCell, WhenAll, WhenAllImpl, WhenAllIter, WhenAllIterOp,
+    WhenAllOfBlockVec, WhenAllOp, WhenAllReceiver, fork_join, when_all, when_all_iter, when_all_with_variant,
 };
 pub use when_any::{
     ConnectWhenAny, Race, WhenAny, WhenAnyChildren, WhenAnyOp, WhenAnyReceiver, when_any, when_any_iter,

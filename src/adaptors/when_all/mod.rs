@@ -11,6 +11,7 @@
 //! | `join.rs` | the join protocol: the shared state, the children's receivers, the start policies |
 //! | `tuple.rs` | the children as a tuple |
 //! | `list.rs` | the children as a `Vec` or a `BlockVec` |
+//! | `iter.rs` | `when_all_iter`'s sender: the iterator, pulled into a `BlockVec` when the operation starts |
 //! | `mod.rs` | the senders, the operation state, and the public functions |
 
 use std::cell::UnsafeCell;
@@ -19,7 +20,6 @@ use std::pin::Pin;
 
 use crate::sync;
 
-use crate::block::BlockVec;
 use crate::domain::{Domain, LateDomain, MaybeDomain};
 use crate::factories::{Defer, defer};
 use crate::panic::catch;
@@ -29,11 +29,13 @@ use crate::stop::InplaceStopSource;
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize};
 
 mod hook;
+mod iter;
 mod join;
 mod list;
 mod tuple;
 
 pub use hook::{SenderTuple, WhenAll};
+pub use iter::{WhenAllIter, WhenAllIterOp, WhenAllOfBlockVec};
 use join::RUNNING;
 #[cfg(all(test, not(loom)))]
 pub(crate) use join::inline_hop;
@@ -178,32 +180,53 @@ pub fn when_all<C: SenderTuple>(children: C) -> <C::Domain as MaybeDomain>::Earl
 
 /// `when_all` over an iterator of senders of one type (typically
 /// [`AnySender`](crate::AnySender)s): completes with the `Vec` of their values, in the
-/// iterator's order. It behaves as `when_all(senders.into_iter().collect::<Vec<_>>())`:
-/// the first error or stop wins and requests stop on the others, a panic is delivered,
-/// and no sender completes with an empty `Vec` at once. The senders are collected (when
-/// this is called) into a [`BlockVec`](crate::adaptors::BlockVec), a recycled block
-/// rather than a `Vec`, and the children's value cells and operation states share one
-/// more block: a node of a recursion takes memory from the global allocator only for
+/// iterator's order. Once started it behaves as
+/// `when_all(senders.into_iter().collect::<Vec<_>>())`: the first error or stop wins and
+/// requests stop on the others, a panic is delivered, and no sender completes with an
+/// empty `Vec` at once.
+///
+/// **The iterator is pulled when the operation starts**, not when this is called: the
+/// sender holds `senders` as it is, and building it builds nothing else. So the natural
+/// recursion, a node that returns `when_all_iter(children.map(visit))`, builds one node
+/// at a time: each node makes its children's senders (calling `visit` for each, which
+/// builds one sender each) when it starts, on the thread that starts it — on a pool, the
+/// worker that runs or stole it — and a tree of any size is built as it runs, with
+/// memory bounded by what is running. A panic in the iterator (or in making a sender)
+/// is delivered to the receiver with `set_panic`, after the senders made so far and the
+/// iterator are dropped.
+///
+/// The senders are collected into a [`BlockVec`](crate::adaptors::BlockVec), a recycled
+/// block rather than a `Vec`, and the children's value cells and operation states share
+/// one more block: a node of a recursion takes memory from the global allocator only for
 /// the `Vec` of values it completes with. On a pool the children are handed out by
 /// halves (a node with a thousand children pushes about ten jobs, which the workers
-/// that steal them split further).
+/// that steal them split further), through the pool's domain `when_all`.
 ///
 /// ```
-/// use senders::{SenderExt, StaticThreadPool, just, schedule, starts_on, sync_wait, when_all_iter};
+/// use senders::{AnySender, SenderExt, StaticThreadPool, just, schedule, starts_on, sync_wait, when_all_iter};
 /// let pool = StaticThreadPool::new(2).unwrap();
 /// let sch = pool.scheduler();
 /// let squares = when_all_iter((0..10u64).map(|i| schedule(&sch).then(move |()| i * i).boxed()));
 /// assert_eq!(sync_wait(squares).unwrap().unwrap().iter().sum::<u64>(), 285);
-/// let none = when_all_iter(Vec::<senders::AnySender<u64>>::new());
+/// let none = when_all_iter(Vec::<AnySender<u64>>::new());
 /// assert_eq!(sync_wait(starts_on(pool.scheduler(), none)).unwrap(), Some(vec![]));
-/// # let _ = just(0);
+///
+/// // A tree, recursively: the number of nodes below depth `d` of a 4-ary tree. Building
+/// // `count(10)` makes one sender; the nodes are made as they run, on the pool.
+/// fn count(d: u32) -> AnySender<'static, u64> {
+///     if d == 0 {
+///         return just(1).boxed();
+///     }
+///     when_all_iter((0..4).map(move |_| count(d - 1))).then(|c| 1 + c.iter().sum::<u64>()).boxed()
+/// }
+/// assert_eq!(sync_wait(starts_on(pool.scheduler(), count(10))).unwrap(), Some(1_398_101));
 /// ```
-pub fn when_all_iter<I>(senders: I) -> <<I::Item as Sender>::Domain as MaybeDomain>::EarlyWhenAll<BlockVec<I::Item>>
+pub fn when_all_iter<I>(senders: I) -> WhenAllIter<I>
 where
     I: IntoIterator,
     I::Item: Sender,
 {
-    when_all(senders.into_iter().collect::<BlockVec<_>>())
+    WhenAllIter(senders)
 }
 
 /// The sender of [`fork_join`]: the `when_all` of two [`Defer`]s, as early customization
