@@ -904,8 +904,8 @@ criterion::criterion_group! {
 }
 
 /// `SENDERS_SCOPE_PROFILE=<what>:<repeats>`: runs one workload without criterion, for
-/// profilers. `what` is `tree`, `tree_single`, `tree_latent` (a pool with latent forks),
-/// `tree_work`, `rayon_tree`, `flat`,
+/// profilers. `what` is `tree`, `tree_single`, `tree_latent`, `tree_latent_work` (a pool
+/// with latent forks), `tree_work`, `rayon_tree`, `flat`,
 /// `rayon_flat`, `seq_work`, `let_tree`, `let_tree_work`, `rayon_join_tree`,
 /// `rayon_join_tree_work`, `floor_tree`, `floor_tree_work`, `floor_storage_tree`,
 /// `vec_tree`, `let_vec_tree`, `let_reduce_tree`, `let_atomic_tree` or
@@ -924,7 +924,7 @@ fn profile(spec: &str) {
         match what {
             "tree" | "tree_work" => ours_tree(sch, CounterKind::Sharded, iters, None),
             "tree_single" => ours_tree(sch, CounterKind::SingleAtomic, 0, None),
-            "tree_latent" => ours_tree(latent(), CounterKind::Sharded, 0, None),
+            "tree_latent" | "tree_latent_work" => ours_tree(latent(), CounterKind::Sharded, iters, None),
             "rayon_tree" | "rayon_tree_work" => rayon_tree(&rpool, iters, None),
             "seq_work" => seq_node(black_box(TREE_DEPTH), iters, None),
             "let_tree" | "let_tree_work" => let_tree(sch, iters, None),

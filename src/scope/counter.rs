@@ -39,6 +39,8 @@ pub(crate) const RELEASED: u64 = 1 << 36;
 /// The generation starts here (27 bits; it only guards against stale tokens, see
 /// `core.rs`, and a wrap-around is still memory-safe).
 const GEN_SHIFT: u32 = 37;
+/// The root word's generation bits.
+const GEN_BITS: u64 = !((1 << GEN_SHIFT) - 1);
 const FLAG_MASK: u64 = USED | CLOSED | JOINING | JOINED | RELEASED;
 /// How many associations a thread without a shard reserves in the root at once: it
 /// keeps the rest as credits in the spare word (see [`Counter::spare`]).
@@ -126,6 +128,7 @@ impl Counter {
             return self.associate_without_shard(generation).then_some(Home::Root);
         };
         let index = index.unwrap_or_default();
+        debug_assert!(generation << GEN_SHIFT >> GEN_SHIFT == generation, "a generation fits its bits");
         // Only this thread increments this shard, and nothing decrements it below the
         // number of live associations counted here.
         if shard.fetch_add(1, Ordering::AcqRel) == 0 {
@@ -143,7 +146,10 @@ impl Counter {
         // the scope cannot be joined; only close and the generation need checking. This
         // load is where the association takes effect against `close`.
         let root = self.root.load(Ordering::Acquire);
-        if root & CLOSED == 0 && root >> GEN_SHIFT == generation {
+        // Open and of `generation`, in one test: the generation fills the bits from
+        // `GEN_SHIFT` up, so the word differs from `generation << GEN_SHIFT` there, or
+        // has `CLOSED`, exactly when the association must fail.
+        if (root ^ (generation << GEN_SHIFT)) & (CLOSED | GEN_BITS) == 0 {
             Some(Home::Shard(index))
         } else {
             // A 1→0 may have happened meanwhile (an association counted here ended on
