@@ -7,6 +7,7 @@
 #   tools/sanitizers.sh              # both, ASan first
 #   tools/sanitizers.sh asan         # one of them
 #   tools/sanitizers.sh tsan scope   # only the binaries whose name contains "scope"
+#   SAN_BUILD_STD=0 tools/sanitizers.sh  # a nightly without rust-src: the prebuilt std
 #
 # Builds (debug with `opt-level=1` and line tables, for time; `--target` so that build
 # scripts and proc macros are not instrumented):
