@@ -19,7 +19,7 @@
 //! | a `let_async_scope` token outliving its scope | does not compile | `tests/ui/let_scope_token_escapes.rs` |
 //! | `join` twice (in sequence, and two at once) | every join completes; the first panic of spawned work goes to exactly one join | `join_twice_*` |
 //! | `join` started from inside the scope's own work | completes only after that work ends; blocking on it there deadlocks (documented in `join`'s "Deadlocks") | `a_join_started_inside_the_scopes_own_work_completes_after_it` |
-//! | dropping a pool from one of its workers | the worker joins the others and runs what is queued itself: every job runs once | `dropping_a_pool_from_its_own_worker_runs_all_queued_work` |
+//! | dropping a pool from one of its workers | the drop joins nobody; the workers run what is queued and end: every job runs once | `dropping_a_pool_from_its_own_worker_runs_all_queued_work` |
 //! | a worker that drops its own pool, then waits on it (`sync_wait(schedule(..))` in the same job) | the submission is refused and completes stopped (was: queued on the worker's own deque, which nobody ran: a hang) | `a_worker_that_dropped_its_pool_and_waits_on_it_sees_stopped` |
 //! | a naming function that panics, or a name with a NUL byte, in `PoolBuilder::build` | the panic unwinds out of `build` / `Err(BuildError::Spawn)` (`InvalidInput`), after the workers already started are stopped and joined (was: they leaked) | `a_panicking_thread_name_stops_the_started_workers`, `a_thread_name_with_a_nul_byte_is_an_error` |
 //! | a `RunLoop` dropped before it finished, then scheduled on | `schedule` completes stopped (was: a hang); work queued before the drop runs in the drop | `a_dropped_run_loop_completes_schedule_stopped` |

@@ -325,7 +325,8 @@ impl StaticThreadPool {
 /// use std::sync::{Arc, Mutex};
 /// let pool = Arc::new(Mutex::new(Some(StaticThreadPool::new(2)?)));
 /// let sch = pool.lock().unwrap().as_ref().unwrap().scheduler();
-/// let (first, dropper) = (schedule(&sch).then(|()| 1), schedule(&sch).then(move |()| pool.lock().unwrap().take()));
+/// let first = schedule(&sch).then(|()| 1);
+/// let dropper = schedule(&sch).then(move |()| drop(pool.lock().unwrap().take()));
 /// // Whichever worker runs `dropper`, the drop returns while the other waits for it.
 /// let work = schedule(&sch).then(move |()| sync_wait(when_all((first, dropper))).unwrap().map(|(a, _)| a));
 /// assert_eq!(sync_wait(work).unwrap(), Some(Some(1)));
