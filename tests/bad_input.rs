@@ -19,8 +19,8 @@
 //! | a `let_async_scope` token outliving its scope | does not compile | `tests/ui/let_scope_token_escapes.rs` |
 //! | `join` twice (in sequence, and two at once) | every join completes; the first panic of spawned work goes to exactly one join | `join_twice_*` |
 //! | `join` started from inside the scope's own work | completes only after that work ends; blocking on it there deadlocks (documented in `join`'s "Deadlocks") | `a_join_started_inside_the_scopes_own_work_completes_after_it` |
-//! | dropping a pool from one of its workers | the worker joins the others and runs what is queued itself: every job runs once | `dropping_a_pool_from_its_own_worker_runs_all_queued_work` |
-//! | a worker that drops its own pool, then waits on it (`sync_wait(schedule(..))` in the same job) | the submission is refused and completes stopped (was: queued on the worker's own deque, which nobody ran: a hang) | `a_worker_that_dropped_its_pool_and_waits_on_it_sees_stopped` |
+//! | dropping a pool from one of its workers | the drop joins nobody; the workers run what is queued and end: every job runs once | `dropping_a_pool_from_its_own_worker_runs_all_queued_work` |
+//! | a worker that drops its own pool, then waits on it (`sync_wait(schedule(..))` in the same job) | the worker is still one of the pool's until its loop ends, so the submission is queued there and the wait runs it (was: queued where nobody ran it, a hang; then: refused) | `a_worker_that_dropped_its_pool_and_waits_on_it_runs_the_work` |
 //! | a naming function that panics, or a name with a NUL byte, in `PoolBuilder::build` | the panic unwinds out of `build` / `Err(BuildError::Spawn)` (`InvalidInput`), after the workers already started are stopped and joined (was: they leaked) | `a_panicking_thread_name_stops_the_started_workers`, `a_thread_name_with_a_nul_byte_is_an_error` |
 //! | a `RunLoop` dropped before it finished, then scheduled on | `schedule` completes stopped (was: a hang); work queued before the drop runs in the drop | `a_dropped_run_loop_completes_schedule_stopped` |
 //! | dropping a pool with queued and running work | the drop waits for running work, queued work runs exactly once, later submissions complete stopped | `dropping_a_pool_with_queued_and_running_work_loses_nothing` |
@@ -232,7 +232,7 @@ fn dropping_a_pool_from_its_own_worker_runs_all_queued_work() {
 }
 
 #[test]
-fn a_worker_that_dropped_its_pool_and_waits_on_it_sees_stopped() {
+fn a_worker_that_dropped_its_pool_and_waits_on_it_runs_the_work() {
     let pool = Arc::new(Mutex::new(Some(common::pool(2))));
     let sch = pool.lock().unwrap().as_ref().unwrap().scheduler();
     let (p, sch2) = (pool.clone(), sch.clone());
@@ -246,7 +246,7 @@ fn a_worker_that_dropped_its_pool_and_waits_on_it_sees_stopped() {
         tx.send(waited.unwrap()).unwrap();
     });
     let waited = rx.recv_timeout(SAFETY_TIMEOUT).expect("the worker waiting on its dropped pool hangs");
-    assert!(matches!(waited, Some(Ok(None))), "the wait completes stopped: {waited:?}");
+    assert!(matches!(waited, Some(Ok(Some(1)))), "the wait runs the work on its worker: {waited:?}");
 }
 
 /// The names of this process's threads (Linux: `/proc/self/task/*/comm`).

@@ -11,6 +11,10 @@
 //!   from the waiting worker or from another thread, runs on the waiting worker;
 //! - a completion from outside the pool wakes a waiting worker that went to sleep, and
 //!   a waiting worker with nothing to do burns no CPU.
+//! - the limit (issue 46): a guard and a thread-local held across a wait are in reach
+//!   of an unrelated job the waiting worker runs meanwhile (one that locks the same
+//!   mutex deadlocks the thread: ignored, as it can only hang); released before the
+//!   wait, the job takes the lock and the waiting job locks again after.
 //!
 //! Every test runs its work under [`within`], so a hang fails the test instead of
 //! hanging the suite.
@@ -305,4 +309,131 @@ fn a_long_chain_of_first_children_hopping_onto_the_pool_keeps_the_stack_bounded(
     let pool = pool_with_stack(1, stack);
     let v = within("hop chain", pool, move |sch| sync_wait(starts_on(sch.clone(), hop_chain(len, sch))).unwrap());
     assert_eq!(v, Some(len));
+}
+
+// ---------------------------------------------------------------------------------------
+// the limit: state held across a wait is in reach of the jobs the worker runs meanwhile
+
+/// What [`held_across_a_wait`] saw: the order of the lock's users, whether the unrelated
+/// job ran on the waiting worker, and whether it found the lock free and the waiting
+/// job's thread-local value.
+struct Seen {
+    order: Vec<&'static str>,
+    same_thread: bool,
+    lock_was_free: bool,
+    saw_waiters_local: bool,
+}
+
+std::thread_local! {
+    /// A thread-local the waiting job sets for its wait (or restores before it).
+    static TAG: std::cell::Cell<&'static str> = const { std::cell::Cell::new("none") };
+}
+
+/// On a one-worker pool, job A takes a lock and sets a thread-local, then waits for a
+/// sender that completes only once job B, submitted from outside while A waits, has
+/// run: so B runs on A's worker, inside A's wait. With `hold`, A keeps the guard and
+/// the thread-local across the wait; without, it releases the guard and restores the
+/// thread-local first (the safe pattern) and takes them again after. B only *tries*
+/// the lock, so the unsafe form shows the limit instead of deadlocking on it.
+fn held_across_a_wait(hold: bool) -> Seen {
+    let shared = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (waiting_tx, waiting_rx) = mpsc::channel::<()>();
+    let (b_ran_tx, b_ran_rx) = mpsc::channel::<()>();
+    let outside = SingleThreadContext::new();
+    let (outside_sch, shared_a) = (outside.scheduler(), shared.clone());
+    within("a wait beside an unrelated job", pool(1), move |sch| {
+        let a = schedule(&sch).then(move |()| {
+            let mut guard = shared_a.lock().unwrap();
+            guard.push("a before");
+            TAG.with(|t| t.set("a's"));
+            let b_done = schedule(&outside_sch).then(move |()| b_ran_rx.recv().unwrap());
+            waiting_tx.send(()).unwrap();
+            let held = if hold {
+                sync_wait(b_done).unwrap().unwrap();
+                guard
+            } else {
+                drop(guard);
+                TAG.with(|t| t.set("none"));
+                sync_wait(b_done).unwrap().unwrap();
+                TAG.with(|t| t.set("a's"));
+                shared_a.lock().unwrap()
+            };
+            let mut guard = held;
+            guard.push("a after");
+            TAG.with(|t| t.set("none"));
+            std::thread::current().id()
+        });
+        let shared_b = shared.clone();
+        let b = schedule(&sch).then(move |()| {
+            let lock_was_free = match shared_b.try_lock() {
+                Ok(mut guard) => {
+                    guard.push("b");
+                    true
+                }
+                Err(_) => false,
+            };
+            let saw_waiters_local = TAG.with(|t| t.get()) == "a's";
+            b_ran_tx.send(()).unwrap();
+            (std::thread::current().id(), lock_was_free, saw_waiters_local)
+        });
+        let a_thread = std::thread::spawn(move || sync_wait(a).unwrap().unwrap());
+        waiting_rx.recv().unwrap();
+        let (b_thread, lock_was_free, saw_waiters_local) = sync_wait(b).unwrap().unwrap();
+        let a_thread = a_thread.join().unwrap();
+        let order = std::mem::take(&mut *shared.lock().unwrap());
+        Seen { order, same_thread: a_thread == b_thread, lock_was_free, saw_waiters_local }
+    })
+}
+
+/// The safe pattern: the waiting job releases its guard and restores its thread-local
+/// before the wait, so the unrelated job that runs inside the wait, on the same thread,
+/// takes the lock and sees a clean thread-local; the waiting job locks again after.
+#[test]
+fn a_guard_released_before_a_wait_lets_the_jobs_run_meanwhile_take_it() {
+    let seen = held_across_a_wait(false);
+    assert!(seen.same_thread, "the unrelated job ran on the waiting worker");
+    assert!(seen.lock_was_free);
+    assert!(!seen.saw_waiters_local);
+    assert_eq!(seen.order, ["a before", "b", "a after"]);
+}
+
+/// The limit: a guard and a thread-local held across a wait on a worker are in reach of
+/// an unrelated job that the worker runs inside the wait, on the same thread, although
+/// the wait depends only on another thread. Here that job only tries the lock and finds
+/// it held (by its own thread); had it called `lock`, the thread would deadlock on
+/// itself ([`a_lock_held_across_a_wait_deadlocks_a_job_that_locks_it`]).
+#[test]
+fn a_guard_held_across_a_wait_is_in_reach_of_the_jobs_run_meanwhile() {
+    let seen = held_across_a_wait(true);
+    assert!(seen.same_thread, "the unrelated job ran on the waiting worker");
+    assert!(!seen.lock_was_free, "the job run inside the wait found the waiting job's lock held");
+    assert!(seen.saw_waiters_local, "the job run inside the wait saw the waiting job's thread-local");
+    assert_eq!(seen.order, ["a before", "a after"]);
+}
+
+/// The issue's program: a job holds a `std::sync::Mutex` across a nested `sync_wait`
+/// that depends only on another thread, and the worker meanwhile runs a queued job
+/// that locks the same mutex: the thread deadlocks on itself. It can only hang (or, as
+/// std allows, panic), so it is ignored; `cargo test -- --ignored` shows the hang as a
+/// failure of [`within`].
+#[test]
+#[ignore = "pins down the limit by hanging: the waiting worker deadlocks on its own lock"]
+fn a_lock_held_across_a_wait_deadlocks_a_job_that_locks_it() {
+    let shared = Arc::new(std::sync::Mutex::new(0));
+    let (waiting_tx, waiting_rx) = mpsc::channel::<()>();
+    let outside = SingleThreadContext::new();
+    let outside_sch = outside.scheduler();
+    within("a job that locks what a waiting job holds", pool(1), move |sch| {
+        let held = shared.clone();
+        let a = schedule(&sch).then(move |()| {
+            let _guard = held.lock().unwrap();
+            waiting_tx.send(()).unwrap();
+            sync_wait(schedule(&outside_sch).then(|()| std::thread::sleep(Duration::from_millis(100)))).unwrap();
+        });
+        let a = std::thread::spawn(move || sync_wait(a));
+        waiting_rx.recv().unwrap();
+        let b = schedule(&sch).then(move |()| *shared.lock().unwrap() += 1);
+        sync_wait(b).unwrap();
+        a.join().unwrap().unwrap();
+    });
 }

@@ -65,13 +65,22 @@ use crate::stop::StopToken;
 /// scheduler's senders, as `schedule(sch)` above). A sender that completes inline costs
 /// no allocation and no atomic read-modify-write.
 ///
-/// Two limits, as with rayon:
+/// Three limits, as with rayon:
 ///
 /// - Waits nest on the worker's stack, last in, first out: a wait returns only after
 ///   everything the worker started running above it has returned. A wait whose
 ///   completion depends on code that runs after an *outer* wait on the same worker
-///   returns can therefore deadlock. A wait that depends only on the work it started,
-///   or on other threads, cannot.
+///   returns can therefore deadlock.
+/// - While it waits, the worker runs *unrelated* jobs of the pool on the same thread,
+///   inside the wait. State the waiting job holds across the wait is in reach of those
+///   jobs: a lock guard (a job that locks the same `std::sync::Mutex` deadlocks the
+///   thread on itself, or a `parking_lot` lock that is reentrant gives it a second
+///   guard), a `RefCell` borrow (a second borrow panics), a thread-local value (it sees
+///   the waiting job's value, and what it leaves there the waiting job sees after).
+///   This holds even when the wait depends only on work it started or on other
+///   threads. What is safe: release the guard (end the borrow, restore the
+///   thread-local) before the wait and take it again after, or wait off the pool (from
+///   a thread that is not a worker, which blocks and runs nothing else).
 /// - Each nested wait takes room on the worker's stack (about 0.5 KiB in a release
 ///   build, 2.8 KiB in a debug build; more with large operation states), as do the jobs
 ///   a waiting worker runs: the default stack of

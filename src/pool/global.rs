@@ -101,9 +101,9 @@ pub fn parallel_scheduler() -> PoolScheduler {
 /// - *Placement*: pinned workers, another thread count or stack size per use, or a
 ///   pool on a subset of the cores. (`build_global` sets these once for the whole
 ///   process.)
-/// - *Shutdown*: dropping your own pool runs everything already queued and joins its
-///   workers, so no work is cut short and no thread outlives it; later submissions
-///   complete stopped. The default pool offers neither.
+/// - *Shutdown*: dropping your own pool runs everything already queued and (dropped
+///   from outside the pool) joins its workers, so no work is cut short and no thread
+///   outlives it; later submissions complete stopped. The default pool offers neither.
 /// - *Tests that need a fresh pool*: a known thread count or names, idle workers at the
 ///   start, or the shutdown behaviour. Tests in one binary share the default pool.
 /// - *Nested pools*: jobs that block their worker in code of their own until other work

@@ -21,18 +21,20 @@
 //!
 //! 1. While the pool runs, the outside word also holds a [`BIAS`] far larger than any
 //!    real count, so it never reaches zero, whatever the shards hold.
-//! 2. Dropping the pool joins every other worker (their last shard writes
-//!    happen-before the join returns), clears the shard of the thread dropping the pool
-//!    should it be a worker (each worker finds its shard through a thread-local that
-//!    its loop sets, so from then on it counts in the outside word), then *folds*: adds
-//!    the sum of the shards minus the bias to the outside word in one read-modify-write.
-//!    From then on the outside word is the exact count.
+//! 2. Each worker finds its shard through a thread-local that its loop sets and clears
+//!    when the loop ends (from then on it counts in the outside word). Once every loop
+//!    has ended, shutdown *folds*: adds the sum of the shards minus the bias to the
+//!    outside word in one read-modify-write. A drop from outside the pool folds after
+//!    joining the workers (their last shard writes happen-before the join returns); a
+//!    drop from a worker leaves it to the last worker whose loop ends (the workers
+//!    count their ended loops with acquire-release decrements, so every last shard
+//!    write happens-before the last decrement). From then on the outside word is the
+//!    exact count.
 //! 3. Whoever brings the outside word to zero after the fold frees the registry (a
 //!    release decrement, and an acquire load before the free, as `Arc` does under ThreadSanitizer).
 //!
-//! No shard is ever written after the fold: the workers are joined, and the one thread
-//! that could still be a worker (the one dropping the pool from a job) has cleared its
-//! own shard before folding. The loom model at the bottom checks the fold against references
+//! No shard is ever written after the fold: every worker's loop has ended and cleared
+//! its thread's shard before it. The loom model at the bottom checks the fold against references
 //! moving between workers and outside threads.
 
 use crossbeam_utils::CachePadded;
@@ -114,10 +116,12 @@ impl Refs {
 
     /// Stops the shards and moves their sum into the outside word, removing the bias.
     ///
-    /// Called once, by the thread dropping the pool, after every other worker of it
-    /// has been joined and, if that thread is a worker, after it cleared its shard
-    /// (`WorkerThread::leave_pool`). The caller still holds its own reference,
-    /// which it releases afterwards (so the fold itself never frees).
+    /// Called once, after every worker's loop has ended and cleared its shard: by the
+    /// thread dropping the pool from outside once it has joined the workers, or, after
+    /// a drop from a worker, by the last worker whose loop ends (`Registry::loop_ended`),
+    /// whose decrement of the count of running loops acquired every other's. The
+    /// caller still holds its own reference, which it releases afterwards (so the fold
+    /// itself never frees).
     pub(crate) fn fold(&self) {
         let sum = self.shards.iter().fold(0usize, |acc, s| acc.wrapping_add(s.load(Ordering::Relaxed)));
         self.outside.fetch_add(sum.wrapping_sub(BIAS), Ordering::AcqRel);

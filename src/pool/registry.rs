@@ -67,6 +67,12 @@ pub(crate) struct Registry {
     pub(super) hungry: CachePadded<AtomicUsize>,
     /// Whether forks are held latent ([`PoolBuilder::latent_forks`](super::PoolBuilder::latent_forks)).
     latent_forks: bool,
+    /// Workers whose loop has not ended yet.
+    running: AtomicUsize,
+    /// The workers' threads, indexed by worker, once a drop from one of the workers
+    /// handed the end of shutdown to them ([`hand_over_shutdown`](Self::hand_over_shutdown)):
+    /// the last worker whose loop ends takes them.
+    handed_over: Mutex<Option<Vec<thread::JoinHandle<()>>>>,
 }
 
 impl Registry {
@@ -85,6 +91,8 @@ impl Registry {
             refs: Refs::new(n),
             hungry: CachePadded::new(AtomicUsize::new(0)),
             latent_forks,
+            running: AtomicUsize::new(n),
+            handed_over: Mutex::new(None),
         }
     }
 
@@ -193,6 +201,45 @@ impl Registry {
                 crate::sync::spin_wait();
             }
         }
+    }
+
+    /// The pool is dropped from one of its own workers, which must not join the others
+    /// (one of them may be waiting for the job that drops the pool): starts shutting
+    /// down and leaves its end to the workers. The last worker whose loop ends joins the
+    /// others' `threads`, completes the late submissions stopped and folds the count
+    /// ([`loop_ended`](Self::loop_ended)).
+    pub(crate) fn hand_over_shutdown(&self, threads: Vec<thread::JoinHandle<()>>) {
+        // Before `terminate`, and while the calling worker's loop still runs: the last
+        // loop to end is later than this, and finds the threads.
+        *crate::sync::lock(&self.handed_over) = Some(threads);
+        self.terminate();
+    }
+
+    /// Worker `index`'s loop has ended and the thread is outside the pool (its shard and
+    /// current worker cleared). The last worker to get here after a drop from a worker
+    /// ([`hand_over_shutdown`](Self::hand_over_shutdown)) ends shutdown as the drop does
+    /// from outside: joins the other workers, completes the late submissions stopped,
+    /// and folds the count. Its own thread, which ends right after, is detached.
+    #[cold]
+    #[inline(never)]
+    fn loop_ended(&self, index: usize) {
+        // AcqRel: every worker's last shard write happens-before the fold below.
+        if self.running.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let Some(threads) = crate::sync::lock(&self.handed_over).take() else {
+            // Dropped from outside: the dropping thread joins the workers and ends
+            // shutdown itself.
+            return;
+        };
+        for (i, handle) in threads.into_iter().enumerate() {
+            // Every other loop has ended: each join waits only for a thread's return.
+            if i != index {
+                let _ = handle.join();
+            }
+        }
+        self.drain_after_exit();
+        self.refs.fold();
     }
 
     /// After the workers have exited: completes what was submitted during shutdown.
@@ -309,9 +356,8 @@ impl Drop for RegistryRef {
 crate::sync::const_thread_local! {
     pub(super) static CURRENT: Cell<*const WorkerThread> = Cell::new(ptr::null());
     /// The calling worker's shard of its registry's reference count (`refs.rs`), with
-    /// that registry: set while the worker's loop runs, until the worker leaves its pool
-    /// ([`WorkerThread::leave_pool`]), so that a handle finds its shard with one
-    /// comparison.
+    /// that registry: set while the worker's loop runs, so that a handle finds its shard
+    /// with one comparison.
     static OWN_SHARD: Cell<OwnShard> = Cell::new(NO_SHARD);
 }
 
@@ -323,7 +369,7 @@ struct OwnShard {
     shard: NonNull<AtomicUsize>,
 }
 
-/// No shard: outside the pools, or after the worker left its pool.
+/// No shard: outside the pools, or after the worker's loop ended.
 const NO_SHARD: OwnShard = OwnShard { registry: ptr::null(), shard: NonNull::dangling() };
 
 /// A worker thread's own state; lives on its stack for the thread's whole life.
@@ -392,16 +438,6 @@ impl WorkerThread {
 
     pub(crate) fn index(&self) -> usize {
         self.index
-    }
-
-    /// The pool is being dropped from one of this worker's jobs, and has drained: from
-    /// now on this thread is outside the pool. It counts its registry references in the
-    /// outside word (the count is about to be folded), and what the rest of the job
-    /// submits to the pool is refused and completes stopped, as from any thread, rather
-    /// than queued on a deque that no worker will run again.
-    pub(crate) fn leave_pool(&self) {
-        OWN_SHARD.with(|s| s.set(NO_SHARD));
-        CURRENT.with(|c| c.set(ptr::null()));
     }
 
     pub(crate) fn registry(&self) -> &RegistryRef {
@@ -614,16 +650,6 @@ impl WorkerThread {
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as usize
     }
 
-    /// Runs every job this worker can still find (its own deque, the injector, the
-    /// lanes, the others' deques) until none is left. Used when the pool is dropped from this
-    /// worker, which cannot join itself: queued work must still run, not be cancelled.
-    pub(crate) fn run_remaining(&self) {
-        let mut until_outside = OUTSIDE_INTERVAL - 1;
-        while let Some(job) = self.find_work(&mut until_outside) {
-            run_job(job, Some(self));
-        }
-    }
-
     /// Local LIFO first (the latent ring, then the deque), then a batch from the
     /// injector, then a batch from a lane, then stealing from the other workers starting
     /// at a random victim; but one look in [`OUTSIDE_INTERVAL`], counted down in
@@ -827,6 +853,7 @@ impl WorkerThread {
         }
         OWN_SHARD.with(|s| s.set(NO_SHARD));
         CURRENT.with(|c| c.set(ptr::null()));
+        worker.registry.loop_ended(index);
     }
 }
 

@@ -217,7 +217,9 @@ impl PoolBuilder {
 ///
 /// Its [`scheduler`](Self::scheduler) completes `schedule()` on a worker, and its
 /// [`PoolDomain`](super::PoolDomain) customizes the algorithms it runs. Dropping the pool runs the work
-/// already queued, completes later submissions stopped, and joins the workers.
+/// already queued and completes later submissions stopped; dropped from outside the
+/// pool, it joins the workers, and dropped from one of its own jobs, it leaves the
+/// workers to end themselves (see its `Drop`).
 ///
 /// For parallel work without building a pool, use the process-wide default pool,
 /// `parallel_scheduler()`; its docs (at `default_pool()`) say when a pool of your own is
@@ -297,28 +299,51 @@ impl StaticThreadPool {
     }
 }
 
+/// Shuts the pool down. No new work from outside the pool is accepted (a later
+/// submission completes stopped, on the submitting thread); the work already queued
+/// runs, and so does what it forks or spawns on the workers.
+///
+/// **From outside the pool** (any thread that is not one of its workers), the drop
+/// waits: it joins every worker, once no work is left, then completes stopped what was
+/// submitted while they exited. So it must not run where a worker of this pool waits
+/// for it (a job of another pool, say, that a worker here waits for in `sync_wait`):
+/// that worker never exits, and the drop never returns.
+///
+/// **From one of its own jobs** (on a worker), the drop waits for nothing: it marks the
+/// pool as shutting down, wakes the sleeping workers and returns, and the job goes on.
+/// Joining there could deadlock: another worker may be in a nested `sync_wait` for a
+/// `when_all` whose child is the job that drops the pool. The rest is left to the
+/// workers, this one included once the job returns to it: each runs work until none is
+/// left anywhere and its loop ends (a worker in a nested wait first finishes that wait),
+/// and the last loop to end joins the other workers' threads, completes the late
+/// submissions stopped, and ends its own thread without a join. So once the drop
+/// returns, queued work still runs, and the threads end a moment later; a process that
+/// exits meanwhile ends them with it.
+///
+/// ```
+/// use senders::{SenderExt, StaticThreadPool, schedule, sync_wait, when_all};
+/// use std::sync::{Arc, Mutex};
+/// let pool = Arc::new(Mutex::new(Some(StaticThreadPool::new(2)?)));
+/// let sch = pool.lock().unwrap().as_ref().unwrap().scheduler();
+/// let first = schedule(&sch).then(|()| 1);
+/// let dropper = schedule(&sch).then(move |()| drop(pool.lock().unwrap().take()));
+/// // Whichever worker runs `dropper`, the drop returns while the other waits for it.
+/// let work = schedule(&sch).then(move |()| sync_wait(when_all((first, dropper))).unwrap().map(|(a, _)| a));
+/// assert_eq!(sync_wait(work).unwrap(), Some(Some(1)));
+/// # Ok::<(), senders::BuildError>(())
+/// ```
 impl Drop for StaticThreadPool {
     fn drop(&mut self) {
-        self.registry.terminate();
-        let me = thread::current().id();
-        for handle in self.threads.drain(..) {
-            // A worker dropping the pool (from a job) cannot join itself.
-            if handle.thread().id() != me {
-                let _ = handle.join();
-            }
+        if WorkerThread::current_of(&self.registry).is_some() {
+            self.registry.hand_over_shutdown(std::mem::take(&mut self.threads));
+            return;
         }
-        // Dropped from one of its own workers: the others have exited; this one runs
-        // what is still queued, so queued work runs here as it would have there.
-        let this_worker = WorkerThread::current_of(&self.registry);
-        if let Some(worker) = this_worker {
-            worker.run_remaining();
+        self.registry.terminate();
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
         }
         self.registry.drain_after_exit();
-        // Every worker but possibly this thread is joined; this one stops using its
-        // shard; from now on the registry's count lives in one word.
-        if let Some(worker) = this_worker {
-            worker.leave_pool();
-        }
+        // Every worker is joined: from now on the registry's count lives in one word.
         self.registry.refs.fold();
     }
 }

@@ -32,6 +32,7 @@ mod timeout;
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod timers;
 
+pub use firing::{DEFAULT_MAX_FIRING_THREADS, max_firing_threads, set_max_firing_threads};
 #[cfg(not(loom))]
 pub use schedule_at::{CancelTimer, ScheduleAt, ScheduleAtOp, TimerReceiver, TimerState};
 pub use timed::{TimedScheduler, schedule_after, schedule_at};
