@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crossbeam_utils::CachePadded;
 use rayon::prelude::*;
 use senders::{
-    AnySender, CountingScope, CountingToken, LetScopeToken, PoolScheduler, SenderExt, Spawnable, StaticThreadPool,
-    Task, defer, just, schedule, spawn, starts_on, sync_wait, when_all_iter,
+    AnySender, CountingScope, CountingToken, LetReduceToken, LetScopeToken, PoolScheduler, ReduceToken, ReducingScope,
+    SenderExt, Spawnable, StaticThreadPool, Task, defer, just, schedule, spawn, starts_on, sync_wait, when_all_iter,
 };
 
 use super::uts::{Counts, TreeWork};
@@ -90,6 +90,18 @@ pub fn forms<W: TreeWork>() -> Vec<Form<W>> {
             run: let_scope_form,
         },
         Form {
+            name: "let_reduce_spawn",
+            label: "a `spawn` per child into `let_async_scope_reduce`, values returned",
+            rayon: false,
+            run: let_reduce_form,
+        },
+        Form {
+            name: "counting_reduce_spawn",
+            label: "a `spawn` per child into a `ReducingScope`, values returned",
+            rayon: false,
+            run: counting_reduce_form,
+        },
+        Form {
             name: "counting_spawn",
             label: "a `spawn` per child into a `CountingScope`",
             rayon: false,
@@ -102,6 +114,12 @@ pub fn forms<W: TreeWork>() -> Vec<Form<W>> {
             run: nested_form,
         },
         Form { name: "task", label: "a `Task` per node awaiting `when_all_iter`", rayon: false, run: task_form },
+        Form {
+            name: "any_natural",
+            label: "`AnySender` recursion: `when_all_iter(children.map(visit)).then(..).boxed()`",
+            rayon: false,
+            run: any_natural_form,
+        },
         Form {
             name: "any_defer",
             label: "`AnySender` + `defer(when_all_iter(..))`",
@@ -270,6 +288,64 @@ fn let_scope_form<W: TreeWork>(ctx: &Ctx, w: W) -> Counts {
     sink.take::<W>()
 }
 
+/// The token of a `let_async_scope_reduce` whose work returns a node's own counts.
+type ReduceTk<'s, 'e> = LetReduceToken<'s, 'e, PoolScheduler, Counts>;
+
+/// A `spawn` per child into the reducing scope; the node returns its own counts, which
+/// the scope folds per worker and merges at the join (no side counters).
+fn let_reduce_node<'s, 'e, W: TreeWork>(
+    tk: ReduceTk<'s, 'e>,
+    sch: &'s PoolScheduler,
+    w: W,
+    n: W::Node,
+) -> impl Spawnable<ReduceTk<'s, 'e>> {
+    schedule(sch).then(move |()| {
+        let arity = w.arity(&n);
+        for i in 0..arity {
+            if let Some(child) = w.child(&n, i) {
+                spawn(let_reduce_node(tk, sch, w, child), tk);
+            }
+        }
+        w.own(&n, arity)
+    })
+}
+
+fn let_reduce_form<W: TreeWork>(ctx: &Ctx, w: W) -> Counts {
+    let sch = ctx.sch;
+    let work = just(()).let_async_scope_reduce(
+        Counts::default,
+        |a: &mut Counts, v| *a = a.merge(v),
+        Counts::merge,
+        |tk, ()| {
+            spawn(let_reduce_node(tk, sch, w, w.root()), tk);
+        },
+    );
+    sync_wait(starts_on(sch.clone(), work)).expect("the tree").expect("a value")
+}
+
+/// The token of a `ReducingScope` of counts.
+type CountReduceTk = ReduceToken<CountingToken, Counts>;
+
+/// A node in a `ReducingScope`: spawns its children, returns its own counts.
+fn counting_reduce_node<W: TreeWork>(sch: &'static PoolScheduler, tk: CountReduceTk, w: W, n: W::Node) -> Counts {
+    let arity = w.arity(&n);
+    for i in 0..arity {
+        if let Some(child) = w.child(&n, i) {
+            spawn(schedule(sch).then(move |()| counting_reduce_node(sch, tk, w, child)), tk);
+        }
+    }
+    w.own(&n, arity)
+}
+
+fn counting_reduce_form<W: TreeWork>(ctx: &Ctx, w: W) -> Counts {
+    let sch = ctx.sch;
+    let mut scope = ReducingScope::new(Counts::default, |a: &mut Counts, v: Counts| *a = a.merge(v), Counts::merge);
+    let tk = scope.token();
+    let root = w.root();
+    spawn(schedule(sch).then(move |()| counting_reduce_node(sch, tk, w, root)), tk);
+    sync_wait(scope.join()).expect("the join").expect("a value")
+}
+
 /// A `spawn` per child into a `CountingScope` (everything `'static`).
 fn counting_node<W: TreeWork>(sch: &'static PoolScheduler, tk: CountingToken, w: W, n: W::Node, sink: &'static Sink) {
     let arity = w.arity(&n);
@@ -339,13 +415,28 @@ fn task_form<W: TreeWork>(ctx: &Ctx, w: W) -> Counts {
     sync_wait(starts_on(ctx.sch.clone(), task_node(w, w.root()))).expect("the tree").expect("a value")
 }
 
+/// The natural recursion of `AnySender`s: `when_all_iter` pulls its children when it
+/// starts, so each node's children are built on the worker that starts it.
+fn any_natural<W: TreeWork>(w: W, n: W::Node) -> AnySender<'static, Counts> {
+    let arity = w.arity(&n);
+    let own = w.own(&n, arity);
+    when_all_iter((0..arity).filter_map(move |i| w.child(&n, i)).map(move |child| any_natural(w, child)))
+        .then(move |kids| kids.into_iter().fold(own, Counts::merge))
+        .boxed()
+}
+
+fn any_natural_form<W: TreeWork>(ctx: &Ctx, w: W) -> Counts {
+    let root = w.root();
+    sync_wait(starts_on(ctx.sch.clone(), defer(move || any_natural(w, root)))).expect("the tree").expect("a value")
+}
+
 /// The natural recursion of `AnySender`s, each node's `when_all_iter` built when the
 /// node starts (`defer`), so that the tree is not built before it runs.
 fn any_defer<W: TreeWork>(w: W, n: W::Node) -> AnySender<'static, Counts> {
     defer(move || {
         let arity = w.arity(&n);
         let own = w.own(&n, arity);
-        when_all_iter((0..arity).filter_map(|i| w.child(&n, i)).map(|child| any_defer(w, child)))
+        when_all_iter((0..arity).filter_map(move |i| w.child(&n, i)).map(move |child| any_defer(w, child)))
             .then(move |kids| kids.into_iter().fold(own, Counts::merge))
     })
     .boxed()
