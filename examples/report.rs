@@ -52,6 +52,7 @@
 //! | mergesort, matmul z-order, Strassen | `examples/mergesort.rs`, `matmul.rs`, `strassen.rs`: divide and conquer with `let_value_ref` lending parts of a buffer to the children | the same programs with `rayon::join` (`benches/common/lend_rayon.rs`) | — |
 //! | UTS T1, T3 and nqueens(12) | the forms of `benches/trees.rs` (`--quick`: T1's `CountingScope` spawn form; `--full`: every form on T1, that one on T3 and nqueens(12)) | `par_iter` over the children | — |
 //! | sieve, word count, dot product, sum of squares, mandelbrot by rows and by pixels | `benches/common/data.rs`: `bulk_chunks_mut_with`, `bulk_reduce` with a `HashMap` per accumulator, `bulk_map_reduce`, `bulk_chunks_mut`, `bulk_each` | rayon's idiomatic form of each (the row names it) | — |
+//! | map-collect, filter-collect, sorts (`--full`) | `benches/common/collect.rs` and `sort.rs`: `bulk_map_collect`, `bulk_filter_map_collect`, `bulk_sort`, `bulk_sort_unstable` on random and sorted input | `par_iter().map(..).collect()`, `.filter(..).copied().collect()`, `par_sort`, `par_sort_unstable` | — |
 //! | `sync_wait(just(1).then(..))` | an inline pipeline, no pool | — | — |
 //! | inline await | `just(i).await` in one `Task` under `sync_wait` | — | — |
 //!
@@ -95,6 +96,13 @@ mod lend_rayon;
 
 #[path = "../benches/common/data.rs"]
 mod data;
+
+#[path = "../benches/common/collect.rs"]
+mod collect;
+
+#[path = "../benches/common/sort.rs"]
+#[allow(dead_code)] // the bench's interleaved rounds; the report has its own
+mod par_sort;
 use lend_rayon::{rayon_mul_add, rayon_sort, rayon_strassen};
 
 use std::convert::Infallible;
@@ -606,6 +614,60 @@ fn data_workloads(p: &Pools, mode: Mode) -> Vec<Workload<'_>> {
             .against(baseline)
         })
         .collect()
+}
+
+/// The parallel collects of `benches/common/collect.rs` (4 Mi `u64`) against rayon's
+/// `map(..).collect()` and `filter(..).copied().collect()`, checked once against the
+/// sequential results before they are timed.
+fn collect_workloads(p: &Pools) -> Vec<Workload<'_>> {
+    let input: &'static [u64] = collect::data().leak();
+    collect::check(p.sch, &p.rayon, input);
+    let len = |v: Vec<u64>| v.len() as u64;
+    vec![
+        Workload::new("map-collect of 4 Mi `u64` (`bulk_map_collect`)".to_string(), move || {
+            len(collect::map_collect(p.sch, input))
+        })
+        .rayon(move || len(p.rayon.install(|| collect::rayon_map_collect(input))))
+        .against("`par_iter().map(..).collect()`"),
+        Workload::new("filter-collect of 4 Mi `u64` (`bulk_filter_map_collect`)".to_string(), move || {
+            len(collect::filter_collect(p.sch, input))
+        })
+        .rayon(move || len(p.rayon.install(|| collect::rayon_filter_collect(input))))
+        .against("`par_iter().filter(..).copied().collect()`"),
+    ]
+}
+
+/// The parallel sorts of `benches/common/sort.rs` (4 Mi `u32`, random and already
+/// sorted), stable and unstable, against `par_sort` and `par_sort_unstable`: each call
+/// sorts a fresh copy of the input (the copy is timed on both sides alike), checked once
+/// against the sequential sort.
+fn sort_workloads(p: &Pools) -> Vec<Workload<'_>> {
+    let mut work = Vec::new();
+    for (input_name, input) in par_sort::inputs().into_iter().filter(|(name, _)| *name != "reversed") {
+        let input: &'static [u32] = input.leak();
+        for stable in [true, false] {
+            par_sort::check(p.sch, &p.rayon, input, stable);
+            let (ours_name, rayon_name) =
+                if stable { ("bulk_sort", "par_sort") } else { ("bulk_sort_unstable", "par_sort_unstable") };
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            work.push(
+                Workload::new(format!("`{ours_name}` of 4 Mi {input_name} `u32`"), move || {
+                    ours.clear();
+                    ours.extend_from_slice(input);
+                    par_sort::ours(p.sch, &mut ours, stable);
+                    u64::from(ours[ours.len() / 2])
+                })
+                .rayon(move || {
+                    theirs.clear();
+                    theirs.extend_from_slice(input);
+                    par_sort::rayon(&p.rayon, &mut theirs, stable);
+                    u64::from(theirs[theirs.len() / 2])
+                })
+                .against(rayon_name),
+            );
+        }
+    }
+    work
 }
 
 /// Every workload of the report, sized for `mode`.
@@ -1161,6 +1223,10 @@ fn main() {
     let mut work = workloads(&pools, mode);
     work.extend(tree_rows(threads, mode));
     work.extend(data_workloads(&pools, mode));
+    if mode.pick(false, true) {
+        work.extend(collect_workloads(&pools));
+        work.extend(sort_workloads(&pools));
+    }
     let bar = ProgressBar::new(work.len() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("progress template"));
     let rows: Vec<Row> = work

@@ -370,7 +370,15 @@ fn reference(n: &Node, stop: bool) -> Set {
             for combo in combos(&sets) {
                 let failures: Vec<&Out> = combo.iter().filter(|o| o.is_failure()).collect();
                 let stopped = combo.contains(&Out::Stop);
-                let combo_bombs: Vec<u8> = bombs(&combo.iter().cloned().collect()).collect();
+                // In the children's order: the `then` drops the values in that order, so
+                // the first child's bomb goes off first (a set would order them by value).
+                let combo_bombs: Vec<u8> = combo
+                    .iter()
+                    .filter_map(|o| match o {
+                        Out::Val(_, b) => *b,
+                        _ => None,
+                    })
+                    .collect();
                 if failures.is_empty() && !stopped {
                     // The values go to `then`, which drops them in order.
                     let sum = combo.iter().map(val).fold(0, i64::wrapping_add);
@@ -1643,6 +1651,11 @@ fn directed() -> Vec<(&'static str, Node, StopMode)> {
         (
             "when_all drops a sibling's value whose Drop panics before it completes",
             WhenAll(vec![Bomb(b(Just(1)), 0), ContinuesOn(b(JustError(2)))]),
+            StopMode::Never,
+        ),
+        (
+            "when_all's values drop in the children's order: the first child's bomb goes off",
+            SpawnFuture(b(Then(b(ContinuesOn(b(WhenAll(vec![Bomb(b(Just(3)), 1), Bomb(b(Just(0)), 0)])))), 0, None))),
             StopMode::Never,
         ),
         (
