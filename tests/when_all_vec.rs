@@ -328,12 +328,18 @@ mod lazy {
         let sch = pool.scheduler();
         let names = Mutex::new(HashSet::new());
         let names = &names;
-        // Each child spins a little, so that the other worker steals some.
+        // Each child waits (up to 10 s) until a child has run on the other worker too, so
+        // the other worker steals one however slowly it wakes (under memcheck, say). Were
+        // the children not forked, the one worker would wait out the 10 s and the
+        // assertion below would fail.
         let leaf = move |i: u64| {
             just(i)
                 .then(move |i| {
                     names.lock().unwrap().insert(thread_name().unwrap_or_default());
-                    common::spin(50);
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while names.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+                        std::thread::yield_now();
+                    }
                     i
                 })
                 .boxed()
