@@ -226,9 +226,11 @@ unsafe fn free_layout(ptr: NonNull<u8>, layout: Layout) {
 /// As for [`free`], once `drop_contents` has returned or unwound: `drop_contents` leaves
 /// nothing in the block that still needs dropping, also when it unwinds (drop glue goes on
 /// dropping the other fields of a value whose field panics in `Drop`).
+#[inline]
 pub(crate) unsafe fn free_after<T, R>(ptr: NonNull<T>, drop_contents: impl FnOnce() -> R) -> R {
     struct FreeOnExit<T>(NonNull<T>);
     impl<T> Drop for FreeOnExit<T> {
+        #[inline]
         fn drop(&mut self) {
             // SAFETY: the caller's contract: the contents are gone, and this runs once.
             unsafe { free(self.0) }
