@@ -67,6 +67,9 @@ pub use domain::{ForkOnPool, PoolDomain};
 #[cfg(not(loom))]
 pub use global::{GlobalPoolError, default_pool, parallel_scheduler};
 pub(crate) use registry::WorkerThread;
+#[cfg(loom)]
+#[doc(hidden)]
+pub use registry::join_handed_over_teardown;
 pub(crate) use wait::WakeWorker;
 
 pub use scheduler::{PoolOp, PoolScheduler, PoolSender};

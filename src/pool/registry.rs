@@ -232,14 +232,28 @@ impl Registry {
             // shutdown itself.
             return;
         };
+        let mut own = None;
         for (i, handle) in threads.into_iter().enumerate() {
             // Every other loop has ended: each join waits only for a thread's return.
-            if i != index {
+            if i == index {
+                own = Some(handle);
+            } else {
                 let _ = handle.join();
             }
         }
         self.drain_after_exit();
         self.refs.fold();
+        // Under loom the model joins this thread ([`join_handed_over_teardown`]): a
+        // thread left running past the model's end reaches its per-execution statics
+        // after they are gone. Outside loom it is detached.
+        #[cfg(loom)]
+        if let Some(own) = own {
+            let mut handed = crate::sync::lock(&TEARDOWN.handle);
+            *handed = Some(own);
+            TEARDOWN.ready.notify_all();
+        }
+        #[cfg(not(loom))]
+        drop(own);
     }
 
     /// After the workers have exited: completes what was submitted during shutdown.
@@ -251,6 +265,36 @@ impl Registry {
             run_stopped(|| lane.stealer.steal());
         }
     }
+}
+
+/// Under loom, the thread of the last worker to end after a drop from a worker, which
+/// ends shutdown ([`Registry::loop_ended`]), for the model to join.
+#[cfg(loom)]
+struct Teardown {
+    handle: Mutex<Option<thread::JoinHandle<()>>>,
+    ready: crate::sync::Condvar,
+}
+
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref TEARDOWN: Teardown = Teardown { handle: Mutex::new(None), ready: crate::sync::Condvar::new() };
+}
+
+/// Under loom: waits until the last worker of a pool dropped from one of its own workers
+/// has ended shutdown, and joins its thread, so that a model ends with every thread.
+/// A model calls it once per pool dropped that way, after the drop.
+#[cfg(loom)]
+#[doc(hidden)]
+pub fn join_handed_over_teardown() {
+    let mut handed = crate::sync::lock(&TEARDOWN.handle);
+    let handle = loop {
+        match handed.take() {
+            Some(handle) => break handle,
+            None => handed = TEARDOWN.ready.wait(handed).unwrap_or_else(std::sync::PoisonError::into_inner),
+        }
+    };
+    drop(handed);
+    handle.join().expect("the last worker's thread panicked");
 }
 
 /// Runs every job `steal` takes, until it finds none, as jobs after the workers' exit.
