@@ -150,10 +150,10 @@ pub use env::{EmptyEnv, Env, EnvExt, GetDomain, GetScheduler, Query};
 pub use ext::SenderExt;
 pub use factories::{defer, just, just_error, just_stopped, read_env};
 pub use panic::Panic;
-pub use pool::{BuildError, PoolBuilder, PoolScheduler, StaticThreadPool};
 #[cfg(loom)]
 #[doc(hidden)]
 pub use pool::join_handed_over_teardown;
+pub use pool::{BuildError, PoolBuilder, PoolScheduler, StaticThreadPool};
 #[cfg(not(loom))]
 pub use pool::{default_pool, parallel_scheduler};
 pub use receiver::Receiver;

@@ -354,3 +354,73 @@ fn an_inconsistent_comparator_ends_with_a_permutation() {
         }
     }
 }
+
+/// McIlroy's adversary for quicksorts ("A Killer Adversary for Quicksort", 1999): the
+/// elements are ids whose values it fixes only as comparisons force it to, so that each
+/// pivot the sort picks turns out to be among the least of its slice (of two unfixed ids
+/// it fixes the first, unless the second is the likely pivot, so that the sort's check
+/// for sorted input ends at once). A quicksort without a fallback then partitions badly
+/// at every level and makes a quadratic number of comparisons.
+struct Adversary {
+    /// Each id's value; `gas` while not fixed, above every fixed value.
+    val: Vec<usize>,
+    gas: usize,
+    fixed: usize,
+    candidate: usize,
+    comparisons: usize,
+    /// The most comparisons allowed: past it the comparator panics, so that a sort gone
+    /// quadratic fails at once rather than running for hours.
+    limit: usize,
+}
+
+impl Adversary {
+    fn new(n: usize, limit: usize) -> Self {
+        Adversary { val: vec![n; n], gas: n, fixed: 0, candidate: 0, comparisons: 0, limit }
+    }
+
+    fn fix(&mut self, id: usize) {
+        self.val[id] = self.fixed;
+        self.fixed += 1;
+    }
+
+    fn cmp(&mut self, x: usize, y: usize) -> Cmp {
+        self.comparisons += 1;
+        assert!(self.comparisons <= self.limit, "over {} comparisons", self.limit);
+        if self.val[x] == self.gas && self.val[y] == self.gas {
+            self.fix(if y == self.candidate { y } else { x });
+        }
+        if self.val[x] == self.gas {
+            self.candidate = x;
+        } else if self.val[y] == self.gas {
+            self.candidate = y;
+        }
+        self.val[x].cmp(&self.val[y])
+    }
+}
+
+/// Against an input built to defeat its pivots, the unstable sort spends its bad-pivot
+/// budget and sorts the rest with the std sort: it makes `O(n log n)` comparisons, not
+/// the quadratic number the adversary forces out of a plain quicksort, and its result is
+/// sorted by the values the adversary fixed.
+#[test]
+fn the_unstable_sort_stays_n_log_n_against_an_adversary() {
+    const N: usize = 1 << 17;
+    for workers in [1, 2] {
+        let pool = pool(workers);
+        let bound = 4 * N * N.ilog2() as usize;
+        let adversary = Mutex::new(Adversary::new(N, bound));
+        let ids: Vec<usize> = (0..N).collect();
+        let s = schedule(&pool.scheduler()).then(move |()| ids);
+        let sorted = sync_wait(s.bulk_sort_unstable_by(|a: &usize, b: &usize| adversary.lock().unwrap().cmp(*a, *b)))
+            .unwrap()
+            .unwrap();
+        let adversary = adversary.into_inner().unwrap();
+        assert!(sorted.windows(2).all(|w| adversary.val[w[0]] <= adversary.val[w[1]]), "{workers} workers");
+        let mut seen = sorted.clone();
+        seen.sort_unstable();
+        assert!(seen.iter().copied().eq(0..N), "{workers} workers: not a permutation");
+        // Every pivot was bad: the budget was spent (about 17 partitions of the whole
+        // slice), and then the std sort.
+        assert!(adversary.comparisons > 17 * N, "{workers} workers: the adversary lost");
+    }
+}
