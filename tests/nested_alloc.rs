@@ -55,7 +55,10 @@ fn nested_fork_join_allocates_nothing_per_node() {
         // 10 × (21,891 + 16,383) nodes: a per-node allocation would count hundreds of
         // thousands here. Each of the 20 round trips from this thread may make a run
         // loop for this thread's next `sync_wait`: when the worker's completion still
-        // holds the loop as this thread returns, it is not recycled.
-        assert!(allocated <= 20, "{workers} workers: {allocated} allocations over 382,740 nodes");
+        // holds the loop as this thread returns, it is not recycled. A few more come
+        // where steals run deeper than in the warm-up (a deque's buffer grows, a
+        // worker's recycler refills): 25 under ThreadSanitizer's timing. 200 leaves
+        // room for that, and is three orders below one per node.
+        assert!(allocated <= 200, "{workers} workers: {allocated} allocations over 382,740 nodes");
     }
 }

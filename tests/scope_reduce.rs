@@ -15,9 +15,14 @@ use senders::{
     SenderExt, Spawnable, just, just_error, schedule, spawn, starts_on, sync_wait,
 };
 
+/// The counts [`live`] leaked, kept reachable so that a leak checker does not report them.
+static LIVES: std::sync::Mutex<Vec<&'static AtomicIsize>> = std::sync::Mutex::new(Vec::new());
+
 /// A count of live [`Val`]s and [`Acc`]s, leaked so that `'static` work may hold it.
 fn live() -> &'static AtomicIsize {
-    Box::leak(Box::new(AtomicIsize::new(0)))
+    let count = Box::leak(Box::new(AtomicIsize::new(0)));
+    LIVES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(count);
+    count
 }
 
 /// A value of spawned work that counts itself alive.
