@@ -303,6 +303,22 @@ fn mirror_swap_pair<'a, T: Send>(
     crate::when_all((mirror_swap(a1, b2), mirror_swap(a2, b1))).then(|_| ()).boxed()
 }
 
+/// Whether `ok(&v[i - 1], &v[i])` holds for every `i` in `1..v.len()`. The pairs are
+/// checked by blocks of [`SCAN_BLOCK`], with no early exit inside a block, so that the
+/// compiler vectorizes the check of a plain order (a sorted or reversed input is
+/// scanned whole before anything moves); `ok` runs at most `SCAN_BLOCK - 1` times past
+/// the first pair that fails.
+fn every_pair<T>(v: &[T], ok: impl Fn(&T, &T) -> bool) -> bool {
+    let Some(last) = v.len().checked_sub(1) else { return true };
+    let (prev, next) = (&v[..last], &v[1..]);
+    prev.chunks(SCAN_BLOCK)
+        .zip(next.chunks(SCAN_BLOCK))
+        .all(|(a, b)| a.iter().zip(b).fold(true, |all, (x, y)| all & ok(x, y)))
+}
+
+/// The pairs [`every_pair`] checks between its early exits.
+const SCAN_BLOCK: usize = 32;
+
 /// The longest piece of a merge, a copy, an exchange or a reversal that is not split
 /// further.
 const PIECE: usize = 1 << 15;
@@ -433,5 +449,26 @@ impl<R: Receiver<(), Infallible>> OperationState for StopGateOp<R> {
         let this = unsafe { self.get_unchecked_mut() };
         let Some(rcvr) = this.rcvr.take() else { return };
         if rcvr.env().stop_token().stop_requested() { rcvr.set_stopped() } else { rcvr.set_value(()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SCAN_BLOCK, every_pair};
+
+    #[test]
+    fn every_pair_finds_the_one_pair_out_of_order_wherever_it_is() {
+        let in_order = |a: &u32, b: &u32| a <= b;
+        assert!(every_pair::<u32>(&[], in_order));
+        assert!(every_pair(&[7], in_order));
+        for len in [2, SCAN_BLOCK, SCAN_BLOCK + 1, SCAN_BLOCK + 2, 3 * SCAN_BLOCK + 5] {
+            let sorted: Vec<u32> = (0..len as u32).map(|i| 2 * i + 2).collect();
+            assert!(every_pair(&sorted, in_order), "len {len}");
+            for i in 1..len {
+                let mut v = sorted.clone();
+                v[i] = v[i - 1] - 1;
+                assert!(!every_pair(&v, in_order), "len {len}, pair {i}");
+            }
+        }
     }
 }

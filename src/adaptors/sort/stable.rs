@@ -13,7 +13,7 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::{PIECE, SortCompare, StopGate, done, leaf_len, reverse};
+use super::{PIECE, SortCompare, StopGate, done, every_pair, leaf_len, reverse};
 use crate::any::AnySender;
 use crate::{SenderExt, just, when_all};
 
@@ -29,7 +29,7 @@ pub(super) fn sort<'a, T: Send, C: SortCompare<T>>(
 ) -> AnySender<'a, ()> {
     // A strictly descending input (its first two elements say whether to look) is
     // reversed, which is its stable sort, in one pass and a parallel reversal.
-    if cmp.is_less(&v[1], &v[0]) && (1..v.len()).all(|i| cmp.is_less(&v[i], &v[i - 1])) {
+    if cmp.is_less(&v[1], &v[0]) && every_pair(v, |a, b| cmp.is_less(b, a)) {
         return reverse(v);
     }
     let leaf = leaf_len(v.len(), workers, MIN_LEAF);
@@ -46,7 +46,10 @@ fn node<'a, T: Send, C: SortCompare<T>>(
     StopGate
         .let_value(move |()| {
             if v.len() <= leaf {
-                cmp.sort_seq(v, true);
+                // A run already in order (checked by vectorized blocks) is left as it is.
+                if !every_pair(v, |a, b| !cmp.is_less(b, a)) {
+                    cmp.sort_seq(v, true);
+                }
                 return done();
             }
             just((v, buf))

@@ -18,7 +18,7 @@
 //!
 //! Only swaps move elements (and the std sort), so a panic leaves a permutation.
 
-use super::{SortCompare, StopGate, done, leaf_len, reverse};
+use super::{SortCompare, StopGate, done, every_pair, leaf_len, reverse};
 use crate::any::AnySender;
 use crate::{SenderExt, when_all};
 
@@ -87,8 +87,8 @@ fn step<'a, T, C: SortCompare<T>>(
         }
         let (p, hint) = choose_pivot(v, cmp);
         match hint {
-            Hint::Ascending if (1..len).all(|i| !cmp.is_less(&v[i], &v[i - 1])) => return Next::Done,
-            Hint::Descending if (1..len).all(|i| !cmp.is_less(&v[i - 1], &v[i])) => return Next::Reverse(v),
+            Hint::Ascending if every_pair(v, |a, b| !cmp.is_less(b, a)) => return Next::Done,
+            Hint::Descending if every_pair(v, |a, b| !cmp.is_less(a, b)) => return Next::Reverse(v),
             _ => {}
         }
         if let Some(pred) = pred.as_deref()
